@@ -191,18 +191,3 @@ pub fn hypervisor_vendor() -> Option<String> {
             .then(|| "virtual machine".to_string())
     }
 }
-
-/// The one-line summaries of what is missing, for a caller to print, e.g.
-/// `["hardware counters not supported: ...; software events only"]`.
-pub fn missing_lines(a: &CounterAvailability) -> Vec<String> {
-    [
-        &a.hardware,
-        &a.software,
-        &a.kernel_mode,
-        &a.cpu_wide,
-        &a.syscall_tracing,
-    ]
-    .iter()
-    .filter_map(|s| s.reason.clone())
-    .collect()
-}

@@ -244,9 +244,7 @@ fn push(r: &mut Resolved, e: ResolvedEvent) {
 }
 
 fn no_core_pmu() -> String {
-    "no core PMU (`cpu`) among the kernel's PMUs: this machine exposes no hardware counters \
-     (a VM needs its hypervisor to pass a virtual PMU through)"
-        .into()
+    smtlab_model::counters::named::NO_CORE_PMU.into()
 }
 
 fn resolve_spec(

@@ -90,7 +90,7 @@ pub mod syscall_names;
 pub mod syscalls;
 mod tracefs;
 
-pub use availability::{availability, hypervisor_vendor, missing_lines};
+pub use availability::{availability, hypervisor_vendor};
 pub use error::{CounterError, perf_event_paranoid};
 pub use event_list::{EventListError, Resolved, resolve};
 pub use irqs::{IrqTracer, RunningIrqTrace};

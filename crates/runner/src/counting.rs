@@ -134,19 +134,17 @@ impl CountingSetup {
     /// for the caller to print once.
     pub fn missing_lines(&self) -> Vec<String> {
         let a = &self.availability;
-        let mut out: Vec<String> = [&a.software.reason, &a.hardware.reason]
-            .into_iter()
-            .flatten()
-            .cloned()
-            .collect();
+        let (hardware, events) = smtlab_model::counters::named::unavailable_lines(
+            a.hardware.reason.as_deref(),
+            &self.events_unavailable,
+        );
+        let mut out: Vec<String> = a.software.reason.iter().cloned().chain(hardware).collect();
         if let Some(r) = &a.syscall_tracing.reason {
             out.push(format!("kernel time by system call not measured: {r}"));
             // Interrupts are traced with the system calls: the same cause stops both.
             out.push(format!("interrupt time by vector not measured: {r}"));
         }
-        for u in &self.events_unavailable {
-            out.push(format!("event {} not counted: {}", u.name, u.reason));
-        }
+        out.extend(events);
         out
     }
 }

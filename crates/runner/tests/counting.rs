@@ -196,3 +196,23 @@ fn events_the_machine_lacks_are_one_line_each_in_setup_and_cell() {
         .collect();
     assert_eq!(names, ["uops-issued", "topdown"]);
 }
+
+#[test]
+fn events_a_machine_without_a_pmu_cannot_count_join_the_hardware_line() {
+    // No PMU at all: `topdown` needs the core PMU the hardware line already names.
+    let empty = tempfile::tempdir().unwrap();
+    let tree = smtlab_counters::PmuTree::read(empty.path(), None);
+    let setup = CountingSetup::fake().with_events("topdown", &tree).unwrap();
+    let lines = setup.missing_lines();
+    let hardware: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("not in this test"))
+        .filter(|l| !l.contains("not measured"))
+        .collect();
+    assert_eq!(hardware.len(), 1, "{lines:?}");
+    assert!(
+        hardware[0].ends_with("; --events topdown not counted"),
+        "{lines:?}"
+    );
+    assert!(!lines.iter().any(|l| l.starts_with("event ")), "{lines:?}");
+}

@@ -4,7 +4,6 @@
 //! could not count, said once.
 
 use smtlab_model::CellRecord;
-use smtlab_model::counters::CellCounters;
 use smtlab_model::counters::cpi_stack::Latencies;
 use smtlab_report::counter_ratios::{RatioGroup, record_ratios};
 
@@ -50,18 +49,9 @@ pub fn smt_change_lines(cells: &[&CellRecord], latencies: &Latencies) -> Vec<Str
     out
 }
 
-/// One line per named event (`--events`) the run could not count, with its reason.
-pub fn named_unavailable_lines<'a>(
-    counters: impl Iterator<Item = &'a CellCounters>,
-) -> Vec<String> {
-    let lines = counters.flat_map(|c| &c.values.named_unavailable);
-    smtlab_report::first_seen(lines.map(|u| format!("event {} not counted: {}", u.name, u.reason)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use smtlab_model::counters::named::NamedUnavailable;
     use smtlab_model::counters::{CountMode, CounterEvent, Reading};
 
     #[test]
@@ -121,19 +111,5 @@ mod tests {
             "{}",
             lines[0]
         );
-
-        results.cells[0]
-            .counters
-            .as_mut()
-            .unwrap()
-            .values
-            .named_unavailable
-            .push(NamedUnavailable {
-                name: "topdown".into(),
-                reason: "no core PMU".into(),
-            });
-        let said =
-            named_unavailable_lines(results.cells.iter().filter_map(|c| c.counters.as_ref()));
-        assert_eq!(said, ["event topdown not counted: no core PMU"]);
     }
 }

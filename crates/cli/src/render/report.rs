@@ -153,9 +153,11 @@ fn run_facts(results: &RunResults, label: Option<&str>) -> String {
 /// What the cells could not count, each said once for the run, not under every cell.
 fn counter_notes(results: &RunResults) -> Vec<String> {
     let counters = || results.cells.iter().filter_map(|c| c.counters.as_ref());
+    let hardware = counters().find_map(|c| c.hardware_unavailable.as_deref());
+    let named = counters().flat_map(|c| &c.values.named_unavailable);
+    let (hardware, named) = smtlab_model::counters::named::unavailable_lines(hardware, named);
     let per_cell = counters().flat_map(|c| {
         [
-            c.hardware_unavailable.clone(),
             c.syscalls_unavailable
                 .as_ref()
                 .map(|r| format!("kernel time by system call not measured: {r}")),
@@ -166,8 +168,7 @@ fn counter_notes(results: &RunResults) -> Vec<String> {
         .into_iter()
         .flatten()
     });
-    let named = super::counter_ratios::named_unavailable_lines(counters());
-    smtlab_report::first_seen(per_cell.chain(named))
+    smtlab_report::first_seen(hardware.into_iter().chain(per_cell).chain(named))
 }
 
 /// Each benchmark-and-parameters group under its heading, in run order.
@@ -330,4 +331,28 @@ pub fn runs_json(list: &[smtlab_store::RunListing]) -> Vec<serde_json::Value> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use smtlab_model::counters::named::{NO_CORE_PMU, NamedUnavailable};
+
+    #[test]
+    fn a_machine_without_a_pmu_says_so_once_with_the_events_it_could_not_count() {
+        let mut results = super::super::testdata::results(1);
+        for cell in &mut results.cells {
+            let k = cell
+                .counters
+                .get_or_insert_with(super::super::testdata::counters);
+            k.hardware_unavailable = Some("hardware counters not supported: no PMU".into());
+            k.values.named_unavailable.push(NamedUnavailable {
+                name: "topdown".into(),
+                reason: NO_CORE_PMU.into(),
+            });
+        }
+        let notes = super::counter_notes(&results);
+        let said = "hardware counters not supported: no PMU; --events topdown not counted";
+        assert_eq!(notes.first().map(String::as_str), Some(said), "{notes:?}");
+        assert!(!notes.iter().any(|n| n.starts_with("event ")), "{notes:?}");
+    }
 }

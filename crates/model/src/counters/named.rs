@@ -116,9 +116,72 @@ pub struct NamedUnavailable {
     pub reason: String,
 }
 
+/// Why a hardware event is not counted where the kernel lists no core PMU.
+pub const NO_CORE_PMU: &str = "no core PMU (`cpu`) among the kernel's PMUs: this machine \
+     exposes no hardware counters (a VM needs its hypervisor to pass a virtual PMU through)";
+
+/// What was not counted, each cause said once: the machine's line for its hardware
+/// counters (`hardware`, where it has none) with the events asked for that needed the
+/// core PMU named in it, and a line for each other event (`event l2-misses not
+/// counted: ...`), each event once.
+pub fn unavailable_lines<'a>(
+    hardware: Option<&str>,
+    events: impl IntoIterator<Item = &'a NamedUnavailable>,
+) -> (Option<String>, Vec<String>) {
+    let mut seen: Vec<&NamedUnavailable> = Vec::new();
+    for e in events {
+        if !seen.contains(&e) {
+            seen.push(e);
+        }
+    }
+    let (no_pmu, others): (Vec<_>, Vec<_>) = seen
+        .into_iter()
+        .partition(|e| hardware.is_some() && e.reason == NO_CORE_PMU);
+    let hardware = hardware.map(|h| match no_pmu.as_slice() {
+        [] => h.to_string(),
+        _ => {
+            let names: Vec<&str> = no_pmu.iter().map(|e| e.name.as_str()).collect();
+            format!("{h}; --events {} not counted", names.join(","))
+        }
+    });
+    let others = others
+        .into_iter()
+        .map(|e| format!("event {} not counted: {}", e.name, e.reason))
+        .collect();
+    (hardware, others)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn events_the_missing_pmu_explains_join_the_hardware_line() {
+        let e = |name: &str, reason: &str| NamedUnavailable {
+            name: name.into(),
+            reason: reason.into(),
+        };
+        let events = [
+            e("topdown", NO_CORE_PMU),
+            e("l2-misses", "not offered by this CPU"),
+            e("topdown", NO_CORE_PMU),
+            e("smt", NO_CORE_PMU),
+        ];
+        let (hardware, others) = unavailable_lines(Some("no PMU here"), &events);
+        assert_eq!(
+            hardware.as_deref(),
+            Some("no PMU here; --events topdown,smt not counted")
+        );
+        assert_eq!(
+            others,
+            ["event l2-misses not counted: not offered by this CPU"]
+        );
+        // With hardware counters, each event has its own line.
+        let (hardware, others) = unavailable_lines(None, &events[..2]);
+        assert_eq!(hardware, None);
+        assert_eq!(others.len(), 2);
+        assert!(others[0].starts_with("event topdown not counted: no core PMU"));
+    }
 
     #[test]
     fn value_applies_multiplexing_then_scale() {
