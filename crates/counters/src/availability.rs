@@ -110,8 +110,9 @@ fn class_status(
     }
 }
 
-/// One line: why there are no hardware counters, e.g. "hardware counters not
-/// supported: this KVM guest exposes no PMU (cycles: ENOENT); software events only".
+/// One line: why there are no hardware counters and what would give them, e.g.
+/// "hardware counters not supported: this KVM guest exposes no PMU (cycles: ENOENT);
+/// its hypervisor must pass a virtual PMU through; software events only".
 fn hardware_reason(event: &str, reason: &str, software_ok: bool) -> String {
     let tail = if software_ok {
         "; software events only"
@@ -126,7 +127,13 @@ fn hardware_reason(event: &str, reason: &str, software_ok: bool) -> String {
     if !reason.starts_with("not supported") {
         return format!("hardware counters unavailable: {event}: {reason}{tail}");
     }
-    let why = match (hypervisor_vendor(), has_cpu_pmu()) {
+    let (vendor, pmu) = (hypervisor_vendor(), has_cpu_pmu());
+    // What would give this machine counters, where smtlab can tell.
+    let fix = match (&vendor, pmu) {
+        (Some(_), false) => "; its hypervisor must pass a virtual PMU through",
+        _ => "",
+    };
+    let why = match (vendor, pmu) {
         (Some(v), false) => format!("this {v} guest exposes no PMU"),
         (Some(v), true) => format!("this {v} guest's PMU does not provide the generic events"),
         (None, false) => {
@@ -134,7 +141,7 @@ fn hardware_reason(event: &str, reason: &str, software_ok: bool) -> String {
         }
         (None, true) => "the CPU's PMU does not provide the generic events".to_string(),
     };
-    format!("hardware counters not supported: {why} ({event}: {errno}){tail}")
+    format!("hardware counters not supported: {why} ({event}: {errno}){fix}{tail}")
 }
 
 /// Whether sysfs lists a CPU PMU (`cpu`, or `cpu_core`/`cpu_atom` on hybrid Intel,

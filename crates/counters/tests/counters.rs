@@ -357,6 +357,21 @@ fn availability_is_consistent() {
     for s in &a.events {
         assert_eq!(s.available, s.reason.is_none(), "{s:?}");
     }
+    // A guest without a PMU is told what would give it one.
+    let devices = std::path::Path::new("/sys/bus/event_source/devices");
+    let pmu = ["cpu", "cpu_core", "cpu_atom"]
+        .iter()
+        .any(|p| devices.join(p).exists());
+    if let Some(r) = &a.hardware.reason
+        && smtlab_counters::hypervisor_vendor().is_some()
+        && !pmu
+        && r.starts_with("hardware counters not supported")
+    {
+        assert!(
+            r.contains("its hypervisor must pass a virtual PMU through"),
+            "{r}"
+        );
+    }
     let classes = [&a.hardware, &a.software, &a.kernel_mode, &a.cpu_wide];
     for line in classes.iter().filter_map(|s| s.reason.as_ref()) {
         assert!(!line.contains('\n'));
