@@ -431,8 +431,8 @@ pub const SHARING_MOVED: &str = "CPUs moved between the runs: cpu_handoff differ
 
 /// What a comparison of one host whose CPUs moved between the runs says once, under its
 /// `differs:` lines.
-pub const CPUS_MOVED_NOTE: &str = "the host moved the CPUs between the runs (one host, \
-     another cache-line handoff): rows on two CPUs or more are not compared";
+pub const CPUS_MOVED_NOTE: &str = "the host moved the CPUs between the runs (their \
+     cache-line handoffs differ): rows on two CPUs or more are not compared";
 
 /// Compares run B against run A (see the module documentation for the rules), with the
 /// between-run variance from A's and B's own rounds, or else the default floor.

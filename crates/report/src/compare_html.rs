@@ -404,7 +404,7 @@ pub fn compare_sections(p: &mut String, a: &RunResults, b: &RunResults, c: &Comp
                 }
             }
             @if c.cpus_moved {
-                p { "Cache-line handoff: " (crate::compare::CPUS_MOVED_NOTE) "." }
+                p { "Note: " (crate::compare::CPUS_MOVED_NOTE) "." }
             }
         }
     };
@@ -706,10 +706,7 @@ pub fn compare_markdown(a: &RunResults, b: &RunResults, c: &Comparison) -> Strin
         out.push('\n');
     }
     if c.cpus_moved {
-        out.push_str(&format!(
-            "Cache-line handoff: {}.\n\n",
-            crate::compare::CPUS_MOVED_NOTE
-        ));
+        out.push_str(&format!("Note: {}.\n\n", crate::compare::CPUS_MOVED_NOTE));
     }
     if c.rows.is_empty() {
         out.push_str("No cell was measured in both runs.\n");

@@ -63,9 +63,9 @@ impl Term {
                  own intervals, its level drifted during the cell, or its samples spread by \
                  more than {:.0}% (coefficient of variation). A comparison with it is called \
                  neither faster nor slower, whatever its interval; the reason follows in \
-                 brackets (`1c2t: CV 31%`). Two runs of one host whose CPUs the host placed \
-                 otherwise (their handoff times at the start differ twofold) compare \
-                 no row on two CPUs or more in the same way.",
+                 brackets (`1c2t: CV 31%`). In a comparison of two runs of one host between \
+                 which the host moved the CPUs (their handoff times at the start differ \
+                 twofold), every row on two CPUs or more is held back the same way.",
                 UNSTEADY_CV * 100.0
             ),
             Term::Disturbed => format!(
