@@ -338,6 +338,7 @@ table{border-collapse:collapse;margin:0}\
 th,td{border:1px solid #d5d5d5;padding:3px 8px;text-align:left;vertical-align:top}\
 th{background:#eef2f7;font-weight:600}\
 td{white-space:nowrap}\
+#environments td{white-space:normal;overflow-wrap:anywhere}\
 td.num{text-align:right;font-variant-numeric:tabular-nums}\
 tr.diff td{background:#fff3d6}\
 tr.group td{background:#f6f6f6;font-weight:600}\
