@@ -9,8 +9,9 @@
 # store as repeats of the same setup, so they use the measured estimate ("stored repeats
 # of this setup") instead of the default floor.
 #
-# Target (each pair): "no difference" overall, and at most 5% of the steady rows called
-# faster or slower. A pair whose runs `compare` finds in different environments (its
+# Target: each pair says "no difference" overall and calls at most 5% of its steady
+# rows faster or slower, in at least 19 of every 20 A/A pairs (every pair below 20).
+# A pair whose runs `compare` finds in different environments (its
 # `differs:` lines) is no A/A pair: it is printed with what differed and counted apart,
 # neither meeting nor missing the target. The one exception is `cpu_handoff` alone (on a
 # virtual machine, the host moving the vCPUs to CPUs that share differently between the
@@ -27,7 +28,7 @@
 #   PAIRS=n          A/A pairs (default 1)
 #   DB=path          the store (default: a new one in a temporary directory, removed)
 #   BETWEEN=choice   compare's --between-runs (default auto)
-# Exit status: 0 if every A/A pair meets the target, 1 if not, 2 if smtlab fails.
+# Exit status: 0 if the target is met, 1 if not, 2 if smtlab fails.
 set -euo pipefail
 
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -53,7 +54,7 @@ latest() {
         python3 -c 'import json,sys; print(max(r["id"] for r in json.load(sys.stdin)))'
 }
 
-failed=0 met=0 moved=0
+met=0 moved=0
 for pair in $(seq 1 "$PAIRS"); do
     ids=()
     for side in A B; do
@@ -102,16 +103,18 @@ sys.exit(3 if other else 0 if ok else 1)
 EOF
     case $status in
     0) met=$((met + 1)) ;;
-    1) failed=1 ;;
+    1) ;;
     3) moved=$((moved + 1)) ;;
     *) die "reading the comparison failed (pair $pair)" ;;
     esac
 done
 echo "aa-compare: $met of $((PAIRS - moved)) A/A pairs met the target (no difference, at" \
     "most 5% of steady rows flagged); $moved pairs ran in different environments"
-if [[ $failed -eq 0 ]]; then
+# At least 19 of every 20: a pair may miss only once twenty or more were counted.
+counted=$((PAIRS - moved))
+if ((met * 20 >= counted * 19)); then
     echo "aa-compare: target met"
-else
-    echo "aa-compare: target missed"
+    exit 0
 fi
-exit "$failed"
+echo "aa-compare: target missed"
+exit 1
