@@ -427,7 +427,7 @@ fn group_rank(g: &str, seen: &[String]) -> usize {
 
 /// Why a row on two CPUs or more is not compared when the host moved the CPUs between
 /// the runs (see the module documentation).
-pub const SHARING_MOVED: &str = "CPUs moved between the runs: cpu_handoff differs";
+pub const SHARING_MOVED: &str = "CPUs moved between runs";
 
 /// What a comparison of one host whose CPUs moved between the runs says once, under its
 /// `differs:` lines.

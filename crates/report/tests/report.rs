@@ -462,7 +462,7 @@ fn cpus_that_hand_a_line_over_differently_are_another_setup_and_hold_back_multi_
         Some(smtlab_model::stats::Significance::Unsteady)
     );
     assert!(
-        text.contains("unsteady (CPUs moved between the runs"),
+        text.contains("unsteady (CPUs moved between runs)"),
         "{text}"
     );
     assert!(c.cpus_moved);
