@@ -52,7 +52,10 @@ pub(crate) fn env_diffs(a: &RunMeta, b: &RunMeta) -> Vec<EnvDiff> {
 /// [`HANDOFF_CHANGE`]: smtlab_model::run::HANDOFF_CHANGE
 pub(crate) fn sharing_moved(a: &RunMeta, b: &RunMeta) -> bool {
     let host = &a.environment.hostname;
-    host.is_some() && *host == b.environment.hostname && handoff_diff(a, b).is_some()
+    let (x, y) = (&a.environment.cpu_handoff, &b.environment.cpu_handoff);
+    host.is_some()
+        && *host == b.environment.hostname
+        && !smtlab_model::run::handoff_changes(x, y).is_empty()
 }
 
 /// The CPU pairs whose cache-line handoff differs by [`HANDOFF_CHANGE`] or more (the

@@ -367,6 +367,18 @@ async fn order_start(
     Ok((uid, c, lock_quote))
 }
 
+/// The quote's price in cents, its row locked until `tx` ends.
+async fn locked_price(
+    tx: &tokio_postgres::Transaction<'_>,
+    lock_quote: &tokio_postgres::Statement,
+    symbol: &str,
+) -> Reply<i64> {
+    let row = found(tx.query_opt(lock_quote, &[&symbol]).await, || {
+        format!("no quote {symbol}")
+    })?;
+    Ok(row.get(0))
+}
+
 /// Buys `q` shares in one transaction; locks are taken quote, account, holding in both
 /// buy and sell, so two orders never wait on each other in a cycle.
 async fn buy(
@@ -390,10 +402,7 @@ async fn buy(
     )
     .await?;
     let tx = c.transaction().await.map_err(db_fail)?;
-    let price: i64 = found(tx.query_opt(&lock_quote, &[&o.s]).await, || {
-        format!("no quote {}", o.s)
-    })?
-    .get(0);
+    let price = locked_price(&tx, &lock_quote, &o.s).await?;
     let cost = o.q * price;
     let cash: i64 = tx
         .query_opt(&pay, &[&uid, &cost])
@@ -440,10 +449,7 @@ async fn sell(
     )
     .await?;
     let tx = c.transaction().await.map_err(db_fail)?;
-    let price: i64 = found(tx.query_opt(&lock_quote, &[&o.s]).await, || {
-        format!("no quote {}", o.s)
-    })?
-    .get(0);
+    let price = locked_price(&tx, &lock_quote, &o.s).await?;
     let cash: i64 = found(tx.query_opt(&lock_account, &[&uid]).await, || {
         format!("no account {uid}")
     })?
