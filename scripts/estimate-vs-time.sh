@@ -9,6 +9,7 @@
 # Environment:
 #   SMTLAB=path   smtlab binary (default: target/release/smtlab, built if missing)
 #   TOLERANCE=f   accepted relative difference of estimate and wall time (default 0.25)
+#   KEEP=dir      keep the plan, the timed output and the results database there
 # Prints the estimate, the bound, the wall time and their ratio; then replays the live
 # time left from the run's printed cell lines against the real time left
 # (scripts/eta_replay.py; `run` only: predict shows no time left). Exit status: 0 when both are within the tolerance, 1 outside,
@@ -33,8 +34,13 @@ seconds() {
         else { sub(/ *s/, "", t); print t + 0 } }'
 }
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+if [[ -n ${KEEP:-} ]]; then
+    tmp=$KEEP
+    mkdir -p "$tmp"
+else
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+fi
 "$SMTLAB" "$cmd" "$@" --dry-run >"$tmp/plan.txt" 2>&1 || die "the dry run failed: $(tail -1 "$tmp/plan.txt")"
 # The first `about X, at most Y` of the plan, its lines as one (a narrow terminal
 # wraps them).

@@ -9,11 +9,14 @@ Prints the worst relative error of that time left against the real one from a th
 the run on; exit status 1 when it is over TOLERANCE.
 """
 
+import os
 import re
 import sys
 
 TIME = r"((?:\d+h )?(?:\d+m )?[\d.]+ ?s|(?:\d+h )?\d+m)"
 PRIOR_SHARE = 0.1
+# ETA_GROUPS=1: print each group's planned and measured time and the time left said and real.
+VERBOSE = os.environ.get("ETA_GROUPS") == "1"
 
 
 def seconds(text):
@@ -32,7 +35,7 @@ def plan_groups(path):
     for line in open(path, encoding="utf-8"):
         m = row.match(line)
         if m:
-            groups.append((int(m.group(1)), seconds(m.group(2))))
+            groups.append((int(m.group(1)), seconds(m.group(2)), line.split()[0]))
     return groups
 
 
@@ -51,19 +54,24 @@ def main():
     plan_path, run_path, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
     groups = plan_groups(plan_path)
     ends, total = cell_ends(run_path)
-    planned_cells = sum(n for n, _ in groups)
+    planned_cells = sum(g[0] for g in groups)
     if not groups or planned_cells != len(ends):
         print(f"time left: not replayed ({planned_cells} cells planned, {len(ends)} cell lines)")
         return 0
-    planned = sum(s for _, s in groups)
+    planned = sum(g[1] for g in groups)
     prior = PRIOR_SHARE * planned
-    done_planned, worst, worst_at, printed = 0.0, 0.0, None, 0
-    for n, s in groups:
+    done_planned, worst, worst_at, printed, before = 0.0, 0.0, None, 0, 0.0
+    if VERBOSE:
+        print("group               planned  measured  at      left said  left real")
+    for n, s, name in groups:
         printed += n
         done_planned += s
         t = ends[printed - 1]
         left = (planned - done_planned) * (t + prior) / (done_planned + prior)
         real = total - t
+        if VERBOSE:
+            print(f"{name:<18} {s:8.1f} {t - before:9.1f} {t:7.0f} {left:10.1f} {real:10.1f}")
+        before = t
         if t >= total / 3 and real > 1:
             err = abs(left / real - 1)
             if err > worst:

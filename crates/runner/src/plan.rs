@@ -389,23 +389,20 @@ const CELL_START_NS: u64 = 25_000_000;
 pub enum Pace {
     /// Alone: it stops near its least.
     Alone,
-    /// In turn with the other placements of its group: they keep pace with the slowest
-    /// of them (a converged cell goes on sampling while another does not), so each
-    /// takes about the most (101 of 147 quick cells on a busy 2-CPU machine did).
+    /// In turn with the other cells of its group (the placements of a benchmark, or the
+    /// two sides of a co-run pair): a third of the way from its least samples to its
+    /// most, as a cell that has converged goes on while another has not. In the default
+    /// suite on a 2-CPU machine the 364 calibrated cells took a mean 12.4 samples between
+    /// their 3 and 30 (57 the most); in the default `predict` plan the 180 co-run cells a
+    /// mean 11.9 (76 the least, 32 the most).
     InTurn,
-    /// In turn within a co-run pair (A alone, A beside B): a third of the way from
-    /// its least to its most. In the default `predict` plan on a 2-CPU machine the 180
-    /// cells took a mean 11.9 samples between their 3 (or 5) and 30; 76 stopped at the
-    /// least, 32 at the most.
-    CoRun,
 }
 
 /// Measured samples a cell is expected to take between its least and its most.
 fn likely_samples(least: usize, most: usize, pace: Pace) -> usize {
     let share = match pace {
         Pace::Alone => EXPECTED_EXTRA_SHARE,
-        Pace::InTurn => 1.0,
-        Pace::CoRun => 1.0 / 3.0,
+        Pace::InTurn => 1.0 / 3.0,
     };
     least + ((most - least) as f64 * share).round() as usize
 }

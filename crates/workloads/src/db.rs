@@ -97,7 +97,7 @@ impl ClientRunner {
 #[cfg(test)]
 pub(crate) mod testutil {
     use smtlab_bench::client::ClientSide;
-    use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, Params};
+    use smtlab_bench::{BenchContext, BenchError, Benchmark, CellCost, Instance, Params};
     use smtlab_model::{ResolvedPlacement, Topology};
     use smtlab_placement::pin::get_affinity;
 
@@ -117,6 +117,24 @@ pub(crate) mod testutil {
             placement,
             topology: &topo,
             client,
+        })
+    }
+
+    /// What the plan reckons a cell of `bench` costs, with its default parameters and
+    /// the `key=value` pairs `given`, on `placement`.
+    pub(crate) fn cost(
+        bench: &dyn Benchmark,
+        given: &[(&str, &str)],
+        placement: &ResolvedPlacement,
+    ) -> Result<CellCost, BenchError> {
+        let given: Vec<String> = given.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let params = Params::resolve(&bench.info(), &given, false)?;
+        let topo = topology();
+        bench.cost(&BenchContext {
+            params: &params,
+            placement,
+            topology: &topo,
+            client: None,
         })
     }
 

@@ -199,6 +199,18 @@ impl Config {
     }
 }
 
+/// Whether this machine's kernel can serve NFS (`server=kernel`), or why not as the
+/// cell's skip.
+fn kernel_server_possible() -> Result<(), BenchError> {
+    match kernel::why_not() {
+        None => Ok(()),
+        Some(why) => Err(BenchError::unsupported(
+            NAME,
+            format!("{why} (server=user measures smtlab's user-space NFS server instead)"),
+        )),
+    }
+}
+
 impl Benchmark for NfsSfs {
     fn info(&self) -> BenchInfo {
         BenchInfo {
@@ -333,6 +345,8 @@ impl Benchmark for NfsSfs {
         let setup_s = if ctx.params.get_str("server")? == "user" {
             0.3
         } else {
+            // The plan skips what `prepare` will refuse, and costs it nothing.
+            kernel_server_possible()?;
             2.0
         };
         Ok(crate::load_cost(d + 0.05 * loads, setup_s))
@@ -346,13 +360,8 @@ impl Benchmark for NfsSfs {
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let cfg = Config::from_params(ctx.params)?;
         let client = ctx.client_side(NAME)?;
-        if cfg.server == ServerKind::Kernel
-            && let Some(why) = kernel::why_not()
-        {
-            return Err(BenchError::unsupported(
-                NAME,
-                format!("{why} (server=user measures smtlab's user-space NFS server instead)"),
-            ));
+        if cfg.server == ServerKind::Kernel {
+            kernel_server_possible()?;
         }
         let dir = crate::scratch::ScratchDir::create(NAME, &std::env::temp_dir(), "smtlab-nfs-")?;
         let export = dir.path().join("export");

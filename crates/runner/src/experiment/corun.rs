@@ -241,7 +241,7 @@ pub fn forms(asked: &[String], pair: &CpuPair) -> Result<Forms, ExperimentError>
 
 /// The time a plan takes, `(likely, max)` in nanoseconds, each cell's reckoned as `run
 /// --dry-run` reckons it from its [`Benchmark::cost`]; a group's cells take their
-/// samples in turn ([`Pace::CoRun`]). A calibrated sample beside a partner that gives
+/// samples in turn ([`Pace::InTurn`]). A calibrated sample beside a partner that gives
 /// its own reference lasts about two target lengths. A cell whose cost cannot be told
 /// counts nothing.
 pub fn plan_time(plan: &CorunPlan, topo: &Topology, cfg: &RunConfig) -> (u64, u64) {
@@ -262,7 +262,7 @@ pub fn plan_time(plan: &CorunPlan, topo: &Topology, cfg: &RunConfig) -> (u64, u6
             };
             let pace = match group.len() {
                 1 => Pace::Alone,
-                _ => Pace::CoRun,
+                _ => Pace::InTurn,
             };
             let ((likely, max), _) = crate::plan::cell_time(&cost, cfg, pace);
             total = (total.0.saturating_add(likely), total.1.saturating_add(max));

@@ -42,6 +42,11 @@ const HEADER: usize = 16;
 /// Rooms of the paper's sweep (Table 3).
 pub const PAPER_ROOMS: [u64; 4] = [20, 30, 40, 50];
 
+/// Messages delivered a second per CPU of the placement, for the plan's estimate only:
+/// the default suite's five room counts on one CPU of a 2-CPU machine delivered 370 to
+/// 790 thousand a second.
+const DELIVERIES_PER_CPU_S: f64 = 500_000.0;
+
 pub struct Chat;
 
 /// The shape of one chat load.
@@ -130,6 +135,19 @@ impl Benchmark for Chat {
 
     fn client_side(&self) -> bool {
         true
+    }
+
+    /// A sample is one round, every message delivered to its room's other users, at
+    /// about [`DELIVERIES_PER_CPU_S`] a CPU of the placement; starting the round's threads
+    /// takes about half a millisecond each. A rough figure for the run's estimate.
+    fn cost(&self, ctx: &BenchContext<'_>) -> Result<smtlab_bench::CellCost, BenchError> {
+        let shape = shape_of(ctx)?;
+        let rate = DELIVERIES_PER_CPU_S * ctx.placement.width().max(1) as f64;
+        let sample_s = shape.delivered_per_round() as f64 / rate;
+        Ok(crate::load_cost(
+            sample_s,
+            0.2 + 0.0005 * shape.threads() as f64,
+        ))
     }
 
     fn sweep(&self, suite: Suite, _topo: &Topology) -> Vec<SweepCell> {
@@ -775,6 +793,28 @@ mod tests {
         let s = shape(50, 20, 100);
         assert_eq!(s.threads(), 4000);
         assert_eq!(s.sent_per_round() + s.delivered_per_round(), 2_000_000);
+    }
+
+    #[test]
+    fn the_plan_costs_a_round_by_its_deliveries_and_the_placements_cpus() {
+        use crate::db::testutil;
+        let cost = |rooms: &str, cpus: &[u32]| {
+            let c = testutil::cost(&Chat, &[("rooms", rooms)], &testutil::placement(cpus));
+            let c = c.unwrap();
+            (c.sample_ns.unwrap() as f64 / 1e9, c.setup_ns as f64 / 1e9)
+        };
+        // 10 rooms of 20 users sending 100 messages: 380 000 deliveries a round, and
+        // 800 threads to start.
+        let (one, setup) = cost("10", &[0]);
+        assert!(
+            (one - 380_000.0 / DELIVERIES_PER_CPU_S).abs() < 1e-6,
+            "{one}"
+        );
+        assert!((setup - 0.6).abs() < 1e-6, "{setup}");
+        let (five, _) = cost("50", &[0]);
+        assert!((five / one - 5.0).abs() < 1e-6, "{five} {one}");
+        let (wide, _) = cost("10", &[0, 1]);
+        assert!((one / wide - 2.0).abs() < 1e-6, "{one} {wide}");
     }
 
     #[test]

@@ -353,6 +353,10 @@ fn where_the_kernel_has_no_nfsd_the_cell_is_skipped_with_the_reason() {
     let text = e.to_string();
     assert!(text.contains(&why) && !text.contains('\n'), "{text}");
     assert!(text.contains("server=user"), "{text}");
+    // The plan knows it before the run: the cell is skipped there with the same reason.
+    let planned = testutil::cost(&NfsSfs, &[("server", "kernel")], &placement).unwrap_err();
+    assert_eq!(planned.to_string(), text);
+    assert!(testutil::cost(&NfsSfs, &[("server", "user")], &placement).is_ok());
     let notes = NfsSfs.notes();
     assert_eq!(notes.len(), 1);
     assert!(
