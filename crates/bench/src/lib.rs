@@ -211,6 +211,9 @@ pub struct CellCost {
     /// Wall time of one sample when the benchmark fixes it (a workload's stretch of
     /// load); `None` when the runner calibrates it (or it cannot be told in advance).
     pub sample_ns: Option<u64>,
+    /// The longest a fixed sample can take when its length varies (a confidence loop of
+    /// a few to many passes), for the plan's bound; `None`: `sample_ns`.
+    pub longest_sample_ns: Option<u64>,
     /// Time `prepare` and the end of the instance take (allocating and touching
     /// buffers, starting servers, loading data), about.
     pub setup_ns: u64,

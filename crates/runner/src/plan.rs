@@ -439,19 +439,28 @@ fn round_time(cost: &CellCost, cfg: &RunConfig, pace: Pace) -> ((u64, u64), (usi
             )
         }
         Some(s) => {
-            let s = s.max(1);
             // Fixed: one warm-up sample (or `warmup_ns` of them), the workload minimum
-            // whatever the budget, then more while the budget lasts.
-            let warm = cfg.warmup_ns.div_ceil(s).max(1);
+            // whatever the budget, then more while the budget lasts; expected at the
+            // samples' expected length, bounded at their longest.
             let least = cfg
                 .min_samples
                 .max(cfg.guaranteed_samples(true))
                 .min(cfg.max_samples);
-            let within = (budget / s).saturating_sub(warm) as usize;
-            let most = within.clamp(least, cfg.max_samples.max(least));
-            let at = |n: usize| s.saturating_mul(warm + n as u64 + extra);
+            let samples_of = |len: u64| {
+                let len = len.max(1);
+                let warm = cfg.warmup_ns.div_ceil(len).max(1);
+                let within = (budget / len).saturating_sub(warm) as usize;
+                let most = within.clamp(least, cfg.max_samples.max(least));
+                let at = move |n: usize| len.saturating_mul(warm + n as u64 + extra);
+                (most, at)
+            };
+            let (most, at) = samples_of(s);
+            let (longest_most, at_longest) = samples_of(cost.longest_sample_ns.unwrap_or(s).max(s));
             (
-                (at(likely_samples(least, most, pace)), at(most)),
+                (
+                    at(likely_samples(least, most, pace)),
+                    at_longest(longest_most).max(at(most)),
+                ),
                 (least, most),
             )
         }
@@ -920,8 +929,9 @@ mod tests {
         assert_eq!(bytes_text(100), "100 B");
     }
 
-    /// A workload-like benchmark: fixed samples of `sample_ns`, 1 s of setup.
-    struct Load(u64);
+    /// A workload-like benchmark: fixed samples of `sample_ns` (at most the second
+    /// figure, where given), 1 s of setup.
+    struct Load(u64, Option<u64>);
     impl Benchmark for Load {
         fn info(&self) -> smtlab_model::BenchInfo {
             smtlab_model::BenchInfo {
@@ -947,6 +957,7 @@ mod tests {
             Ok(CellCost {
                 memory_bytes: 0,
                 sample_ns: Some(self.0),
+                longest_sample_ns: self.1,
                 setup_ns: 1_000_000_000,
             })
         }
@@ -990,7 +1001,7 @@ mod tests {
     #[test]
     fn workload_cells_are_planned_with_their_minimum_samples_and_setup() {
         let t = topo();
-        let benches: Vec<Box<dyn Benchmark>> = vec![Box::new(Load(300_000_000))];
+        let benches: Vec<Box<dyn Benchmark>> = vec![Box::new(Load(300_000_000, None))];
         let placements = ["1c1t".to_string(), "2c1t".to_string()];
         let cells = plan(Suite::Quick, &benches, &placements, &[], false, &t);
         let measuring = Measuring {
@@ -1009,7 +1020,7 @@ mod tests {
             2 * (1_000_000_000 + 4 * 300_000_000 + CELL_START_NS)
         );
         assert_eq!(c.likely_ns, c.max_ns, "workload cells take their minimum");
-        let benches: Vec<Box<dyn Benchmark>> = vec![Box::new(Load(2_000_000_000))];
+        let benches: Vec<Box<dyn Benchmark>> = vec![Box::new(Load(2_000_000_000, None))];
         let estimate_of = |placements: &[String]| {
             let cells = plan(Suite::Default, &benches, placements, &[], false, &t);
             estimate(
@@ -1026,5 +1037,23 @@ mod tests {
         let e = estimate_of(&["9c9t".to_string()]);
         assert!(e.groups[0].cells[0].cost.is_err());
         assert_eq!(e.max_ns(), 0);
+    }
+
+    #[test]
+    fn a_workload_of_varying_samples_is_expected_at_their_length_and_bounded_at_the_longest() {
+        let t = topo();
+        let benches: Vec<Box<dyn Benchmark>> = vec![Box::new(Load(300_000_000, Some(900_000_000)))];
+        let cells = plan(Suite::Quick, &benches, &["1c1t".into()], &[], false, &t);
+        let measuring = Measuring {
+            interleave: false,
+            repeat: 1,
+            client_rule: Default::default(),
+        };
+        let e = estimate(&cells, &benches, &t, &RunConfig::quick(), measuring);
+        let c = &e.groups[0].cells[0];
+        // 1 s setup, 1 warm-up and 3 samples of 0.3 s expected, of 0.9 s at the longest.
+        assert_eq!(c.samples, (3, 3));
+        assert_eq!(c.likely_ns, 1_000_000_000 + 4 * 300_000_000 + CELL_START_NS);
+        assert_eq!(c.max_ns, 1_000_000_000 + 4 * 900_000_000 + CELL_START_NS);
     }
 }

@@ -535,6 +535,10 @@ impl Benchmark for CoRun {
         Ok(CellCost {
             memory_bytes: a.memory_bytes.saturating_add(b.memory_bytes),
             sample_ns: held.or(a.sample_ns).map(|s| s.saturating_mul(reference)),
+            longest_sample_ns: match held {
+                Some(_) => None,
+                None => a.longest_sample_ns.map(|s| s.saturating_mul(reference)),
+            },
             setup_ns: a.setup_ns + b.setup_ns + b.sample_ns.unwrap_or(0),
         })
     }

@@ -97,6 +97,7 @@ pub(crate) fn load_cost(sample_s: f64, setup_s: f64) -> smtlab_bench::CellCost {
     smtlab_bench::CellCost {
         memory_bytes: 0,
         sample_ns: Some(ns(sample_s)),
+        longest_sample_ns: None,
         setup_ns: ns(setup_s),
     }
 }

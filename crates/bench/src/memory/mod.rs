@@ -227,6 +227,7 @@ fn buffers_cost(threads: usize, bytes: u64) -> crate::CellCost {
     crate::CellCost {
         memory_bytes: bytes.saturating_mul(threads as u64),
         sample_ns: None,
+        longest_sample_ns: None,
         setup_ns: bytes.saturating_mul(1_000_000_000) / FIRST_TOUCH_BYTES_PER_S,
     }
 }

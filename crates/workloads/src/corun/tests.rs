@@ -370,6 +370,7 @@ impl Benchmark for Timed {
         Ok(CellCost {
             memory_bytes: 1 << 20,
             sample_ns: self.fixed.map(|n| n * self.ns),
+            longest_sample_ns: None,
             setup_ns: 1_000_000,
         })
     }
