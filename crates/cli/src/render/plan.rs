@@ -92,20 +92,24 @@ pub fn text(e: &Estimate, layout: Layout) -> String {
         if let Some(why) = &g.apart {
             detail.push(format!("  {why}"));
         }
-        // The placements that will be skipped, with the first one's reason (they are
-        // usually the same: no client CPU, too few CPUs).
-        let skipped: Vec<(&str, &smtlab_runner::plan::SkipReason)> = g
-            .cells
-            .iter()
-            .filter_map(|c| {
-                c.cost
-                    .as_ref()
-                    .err()
-                    .map(|why| (c.key.placement.as_str(), why))
-            })
-            .collect();
-        if let Some((_, why)) = skipped.first() {
-            let on: Vec<&str> = skipped.iter().map(|(p, _)| *p).collect();
+        // The placements that will be skipped, a line for each kind of reason with its
+        // first placement's words (the others name their own placement: no client CPU,
+        // too few CPUs).
+        let mut skipped: Vec<(&smtlab_runner::plan::SkipReason, Vec<&str>)> = Vec::new();
+        for c in &g.cells {
+            let Err(why) = &c.cost else { continue };
+            let kind = std::mem::discriminant(why);
+            match skipped
+                .iter_mut()
+                .find(|(w, _)| std::mem::discriminant(*w) == kind)
+            {
+                Some((_, on)) => on.push(&c.key.placement),
+                None => skipped.push((why, vec![&c.key.placement])),
+            }
+        }
+        let mut measured = g.cells.len();
+        for (why, on) in skipped {
+            measured -= on.len();
             detail.push(format!("  skipped on {}: {why}", on.join(", ")));
         }
         let memory = match g.peak_bytes() {
@@ -116,9 +120,9 @@ pub fn text(e: &Estimate, layout: Layout) -> String {
             [
                 g.benchmark.clone(),
                 super::run::params_text(&g.params),
-                match skipped.len() {
-                    0 => g.cells.len().to_string(),
-                    n => format!("{}/{}", g.cells.len() - n, g.cells.len()),
+                match measured == g.cells.len() {
+                    true => measured.to_string(),
+                    false => format!("{measured}/{}", g.cells.len()),
                 },
                 samples_text(g),
                 memory,
@@ -165,5 +169,50 @@ mod tests {
         assert_eq!(duration_text(12_340_000_000), "12.3 s");
         assert_eq!(duration_text(250_000_000_000), "4m 10s");
         assert_eq!(duration_text(3_725_000_000_000), "1h 02m");
+    }
+
+    /// Placements skipped for different reasons each get theirs: a workload the kernel
+    /// cannot serve on one, no client CPU on the others.
+    #[test]
+    fn each_kind_of_skip_is_said_for_its_own_placements() {
+        use smtlab_runner::plan::{CellEstimate, GroupEstimate, Measuring, SkipReason};
+        let cell = |placement: &str, why: SkipReason| CellEstimate {
+            key: smtlab_model::CellKey {
+                benchmark: "w".into(),
+                params: Default::default(),
+                conditions: Default::default(),
+                placement: placement.into(),
+            },
+            cost: Err(why),
+            samples: (0, 0),
+            likely_ns: 0,
+            max_ns: 0,
+        };
+        let e = Estimate {
+            groups: vec![GroupEstimate {
+                benchmark: "w".into(),
+                params: Default::default(),
+                cells: vec![
+                    cell("1c1t", SkipReason::Bench("no server here".into())),
+                    cell("2c1t", SkipReason::UnknownBenchmark("x".into())),
+                    cell("all", SkipReason::UnknownBenchmark("y".into())),
+                ],
+                together: false,
+                apart: None,
+            }],
+            memory_budget_bytes: None,
+            measuring: Measuring {
+                interleave: true,
+                repeat: 1,
+                client_rule: Default::default(),
+            },
+        };
+        let out = text(&e, Layout::plain());
+        assert!(out.contains("skipped on 1c1t: no server here\n"), "{out}");
+        assert!(
+            out.contains("skipped on 2c1t, all: no benchmark \"x\""),
+            "{out}"
+        );
+        assert!(out.contains(" 0/3 "), "{out}");
     }
 }
