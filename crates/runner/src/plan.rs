@@ -592,11 +592,7 @@ mod tests {
                 &all,
                 &t,
                 &RunConfig::default(),
-                Measuring {
-                    interleave: true,
-                    repeat: 1,
-                    client_rule: Default::default(),
-                },
+                measuring_of(true, 1),
             );
             for g in &e.groups {
                 for c in &g.cells {
@@ -839,11 +835,7 @@ mod tests {
             memory_budget_bytes: budget,
             ..RunConfig::default()
         };
-        let measuring = Measuring {
-            interleave: true,
-            repeat: 1,
-            client_rule: Default::default(),
-        };
+        let measuring = measuring_of(true, 1);
         estimate(&cells, &catalog, topo, &cfg, measuring)
     }
 
@@ -929,6 +921,14 @@ mod tests {
         assert_eq!(bytes_text(100), "100 B");
     }
 
+    fn measuring_of(interleave: bool, repeat: usize) -> Measuring {
+        Measuring {
+            interleave,
+            repeat,
+            client_rule: Default::default(),
+        }
+    }
+
     /// A workload-like benchmark: fixed samples of `sample_ns` (at most the second
     /// figure, where given), 1 s of setup.
     struct Load(u64, Option<u64>);
@@ -972,11 +972,7 @@ mod tests {
         let benches = benches(&["int-ops"]);
         let placements = ["1c1t".to_string(), "2c1t".to_string()];
         let cells = plan(Suite::Quick, &benches, &placements, &[], false, &t);
-        let measuring = Measuring {
-            interleave: true,
-            repeat: 1,
-            client_rule: Default::default(),
-        };
+        let measuring = measuring_of(true, 1);
         let e = estimate(&cells, &benches, &t, &RunConfig::quick(), measuring);
         let c = &e.groups[0].cells[0];
         assert_eq!(c.samples, (3, 5));
@@ -989,11 +985,7 @@ mod tests {
         );
         assert!(e.likely_ns() < e.max_ns());
         // Alone, a cell is expected near its least samples: less than in turn.
-        let alone = Measuring {
-            interleave: false,
-            repeat: 1,
-            client_rule: Default::default(),
-        };
+        let alone = measuring_of(false, 1);
         let a = estimate(&cells, &benches, &t, &cfg, alone);
         assert!(a.groups[0].cells[0].likely_ns < c.likely_ns);
     }
@@ -1004,11 +996,7 @@ mod tests {
         let benches: Vec<Box<dyn Benchmark>> = vec![Box::new(Load(300_000_000, None))];
         let placements = ["1c1t".to_string(), "2c1t".to_string()];
         let cells = plan(Suite::Quick, &benches, &placements, &[], false, &t);
-        let measuring = Measuring {
-            interleave: true,
-            repeat: 2,
-            client_rule: Default::default(),
-        };
+        let measuring = measuring_of(true, 2);
         let quick = RunConfig::quick();
         let e = estimate(&cells, &benches, &t, &quick, measuring.clone());
         let c = &e.groups[0].cells[0];
@@ -1044,11 +1032,7 @@ mod tests {
         let t = topo();
         let benches: Vec<Box<dyn Benchmark>> = vec![Box::new(Load(300_000_000, Some(900_000_000)))];
         let cells = plan(Suite::Quick, &benches, &["1c1t".into()], &[], false, &t);
-        let measuring = Measuring {
-            interleave: false,
-            repeat: 1,
-            client_rule: Default::default(),
-        };
+        let measuring = measuring_of(false, 1);
         let e = estimate(&cells, &benches, &t, &RunConfig::quick(), measuring);
         let c = &e.groups[0].cells[0];
         // 1 s setup, 1 warm-up and 3 samples of 0.3 s expected, of 0.9 s at the longest.

@@ -109,8 +109,7 @@ pub(crate) mod testutil {
         placement: &ResolvedPlacement,
         client: Option<&ClientSide>,
     ) -> Result<Box<dyn Instance>, BenchError> {
-        let given: Vec<String> = given.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let params = Params::resolve(&bench.info(), &given, true)?;
+        let params = params(bench, given, true)?;
         let topo = topology();
         bench.prepare(&BenchContext {
             params: &params,
@@ -127,15 +126,25 @@ pub(crate) mod testutil {
         given: &[(&str, &str)],
         placement: &ResolvedPlacement,
     ) -> Result<CellCost, BenchError> {
-        let given: Vec<String> = given.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let params = Params::resolve(&bench.info(), &given, false)?;
+        let params = params(bench, given, false)?;
         let topo = topology();
+        let client = None;
         bench.cost(&BenchContext {
             params: &params,
             placement,
             topology: &topo,
-            client: None,
+            client,
         })
+    }
+
+    /// `bench`'s parameters with `given` over its quick or default values.
+    fn params(
+        bench: &dyn Benchmark,
+        given: &[(&str, &str)],
+        quick: bool,
+    ) -> Result<Params, BenchError> {
+        let given: Vec<String> = given.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        Ok(Params::resolve(&bench.info(), &given, quick)?)
     }
 
     /// A placement on the first CPU we may use, as `1c1t` would be.

@@ -107,9 +107,7 @@ pub fn text(e: &Estimate, layout: Layout) -> String {
                 None => skipped.push((why, vec![&c.key.placement])),
             }
         }
-        let mut measured = g.cells.len();
         for (why, on) in skipped {
-            measured -= on.len();
             detail.push(format!("  skipped on {}: {why}", on.join(", ")));
         }
         let memory = match g.peak_bytes() {
@@ -120,9 +118,9 @@ pub fn text(e: &Estimate, layout: Layout) -> String {
             [
                 g.benchmark.clone(),
                 super::run::params_text(&g.params),
-                match measured == g.cells.len() {
-                    true => measured.to_string(),
-                    false => format!("{measured}/{}", g.cells.len()),
+                match g.cells.iter().filter(|c| c.cost.is_ok()).count() {
+                    n if n == g.cells.len() => n.to_string(),
+                    n => format!("{n}/{}", g.cells.len()),
                 },
                 samples_text(g),
                 memory,
