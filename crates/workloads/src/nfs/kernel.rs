@@ -5,15 +5,17 @@
 //! the parent-death signal, the guardian, the clean-up on signals). Its script brings
 //! up loopback, mounts a private tmpfs over `/run` and `/var/lib/nfs` (so exports,
 //! rmtab, the state files and rpcbind's socket never touch the host's), starts
-//! `rpcbind` in the foreground in a mount namespace of its own, mounts the namespace's
-//! nfsd file system, exports the cell's directory to 127.0.0.1 with `exportfs -o`,
+//! `rpcbind` in the foreground in a mount namespace of its own, waits until it answers,
+//! mounts the namespace's nfsd file system, exports the cell's directory to 127.0.0.1 with `exportfs -o`,
 //! starts `rpc.mountd` (port [`MOUNTD_PORT`]) in the foreground and `rpc.nfsd -N 4
 //! THREADS` (NFSv3 only), waits until mountd is registered, stops `rpcbind`, prints
 //! `READY` and waits for its standard input to close. Closing it stops the threads
 //! (`rpc.nfsd 0`), unexports and ends mountd.
 //!
-//! Why rpcbind has a mount namespace of its own (made before nfsd's file system is
-//! mounted, so it holds no mount of it) and goes once nfsd and mountd have registered:
+//! Why rpcbind has a mount namespace of its own (nfsd's file system is mounted only once
+//! rpcbind answers, so its namespace, copied before that, never holds the mount: it is
+//! started in the background, and under a slow CPU its `unshare` can come after a mount
+//! the script makes at once) and goes once nfsd and mountd have registered:
 //! nfsd unregisters from rpcbind when its threads stop, and after a `kill -9` of smtlab
 //! that stop comes from the exit of the last process holding nfsd's mount. Were that
 //! rpcbind itself, its listening socket not yet closed, the kernel's call would wait
@@ -152,8 +154,6 @@ mkdir -p /var/lib/nfs/rpc_pipefs /var/lib/nfs/v4recovery /var/lib/nfs/sm
 : > /var/lib/nfs/rmtab
 unshare --mount --propagation private rpcbind -f -w >>"$3/server.log" 2>&1 &
 rpcbind=$!
-mkdir -p /proc/fs/nfsd
-mount -t nfsd nfsd /proc/fs/nfsd
 registered() {
   i=0
   until rpcinfo -p 127.0.0.1 2>/dev/null | grep -q "$1"; do
@@ -162,6 +162,8 @@ registered() {
   done
 }
 registered portmapper rpcbind
+mkdir -p /proc/fs/nfsd
+mount -t nfsd nfsd /proc/fs/nfsd
 exportfs -o rw,sync,no_root_squash,insecure,no_subtree_check,fsid=7 "127.0.0.1:$1"
 rpc.mountd -F -N 4 -p MOUNTD_PORT >>"$3/server.log" 2>&1 &
 rpc.nfsd -N 4 "$4" -H 127.0.0.1 -p NFSD_PORT "$2"
