@@ -445,6 +445,10 @@ pub struct Advice {
     pub depends_on: Vec<Dependence>,
     /// Why, in a few words (`SMT on is faster: +30% [+25%, +35%]`).
     pub because: String,
+    /// `because` without the deciding figure it quotes (`SMT on is faster`), for the
+    /// views that show that figure in its own row: the figure is said once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub because_words: Option<String>,
     pub reasons: Vec<Reason>,
     /// A server's latency at offered rates on each side: evidence shown beside the
     /// answer, never deciding it.

@@ -109,6 +109,16 @@ fn mark(says: Says) -> &'static str {
     }
 }
 
+/// The answer's `because` above a table of its figures: in words where the deciding
+/// figure has its own row (`marked`: how the table marks it), so that the figure is
+/// said once.
+fn because_above_its_row(a: &Advice, marked: &str) -> String {
+    match &a.because_words {
+        Some(words) if a.deciding().next().is_some() => format!("{words} (the row {marked})"),
+        _ => a.because.clone(),
+    }
+}
+
 /// The terminal summary: per workload the answer, why, then each figure (its interval,
 /// which way it points, `*` where the answer rests on it), fitted to `width`.
 pub fn text(advice: &[Advice], width: usize) -> String {
@@ -121,7 +131,7 @@ pub fn text(advice: &[Advice], width: usize) -> String {
             layout,
         ));
         out.push_str(&crate::table::wrap(
-            &format!("  because {}", a.because),
+            &format!("  because {}", because_above_its_row(a, "marked *")),
             layout,
         ));
         let mut t = crate::table::Table::new(["", "figure (95% CI)", "says", "measured"]).shrink(3);
@@ -178,10 +188,10 @@ pub fn markdown(advice: &[Advice]) -> String {
     }
     for a in advice.iter().filter(|a| !a.reasons.is_empty()) {
         out.push_str(&format!(
-            "\n**{}**: {} (because {})\n\n",
+            "\n**{}**: {}, because {}\n\n",
             cell(&a.workload),
             cell(&a.answer),
-            cell(&a.because)
+            cell(&because_above_its_row(a, "in bold"))
         ));
         out.push_str("| figure (95% CI) | says | measured |\n|---|---|---|\n");
         for r in &a.reasons {

@@ -30,6 +30,9 @@ pub(super) struct Answer {
     at: Option<String>,
     depends_on: Vec<Dependence>,
     because: String,
+    /// `because` without the deciding figure it quotes, for a view that shows that
+    /// figure in its own row just below.
+    because_words: Option<String>,
     /// The reasons the answer rests on, by position in the ledger.
     deciding: Vec<usize>,
 }
@@ -42,8 +45,15 @@ impl Answer {
             at: None,
             depends_on: Vec::new(),
             because,
+            because_words: None,
             deciding: Vec::new(),
         }
+    }
+
+    /// What `because` says without its figure.
+    fn in_words(mut self, words: String) -> Self {
+        self.because_words = Some(words);
+        self
     }
 
     fn deciding(mut self, idx: &[usize]) -> Self {
@@ -268,6 +278,7 @@ impl<'a> Ledger<'a> {
             at: a.at,
             depends_on: a.depends_on,
             because: a.because,
+            because_words: a.because_words,
             reasons: self.reasons,
             latency_sweeps: self.e.latency_sweeps.clone(),
         }
@@ -301,7 +312,11 @@ fn no_smt(l: &Ledger<'_>) -> Option<Answer> {
     };
     let text = format!("no SMT here (2 cores vs 1: {})", f.pct());
     let because = format!("a second core adds {}", f.pct());
-    Some(answer(&text, because).deciding(&[i]))
+    Some(
+        answer(&text, because)
+            .in_words("what a second core adds".into())
+            .deciding(&[i]),
+    )
 }
 
 /// A latency target given: the capacity at it decides.
@@ -309,16 +324,18 @@ fn at_target(l: &Ledger<'_>) -> Option<Answer> {
     let (c, i) = (l.e.capacity.as_ref()?, l.capacity?);
     let target = &c.target;
     let shown = c.on_over_off.pct();
-    let (recommendation, answer, because) = match l.reasons[i].says {
+    let (recommendation, answer, because, words) = match l.reasons[i].says {
         Says::On => (
             Recommendation::KeepOn,
             format!("keep SMT on at {target}"),
             format!("SMT on serves {shown} more load at {target}"),
+            format!("SMT on serves more load at {target}"),
         ),
         Says::Off => (
             Recommendation::TurnOff,
             format!("turn SMT off at {target}"),
             format!("SMT on serves {shown} load at {target}"),
+            format!("SMT on serves less load at {target}"),
         ),
         _ => (
             Recommendation::CannotTell,
@@ -326,6 +343,7 @@ fn at_target(l: &Ledger<'_>) -> Option<Answer> {
             format!(
                 "capacity at {target} with SMT on vs off: {shown}, the interval includes no change"
             ),
+            format!("capacity at {target} with SMT on vs off: the interval includes no change"),
         ),
     };
     Some(
@@ -333,6 +351,7 @@ fn at_target(l: &Ledger<'_>) -> Option<Answer> {
             at: Some(target.clone()),
             ..Answer::plain(recommendation, &answer, because)
         }
+        .in_words(words)
         .deciding(&[i]),
     )
 }
@@ -350,7 +369,11 @@ fn throughput(l: &Ledger<'_>) -> Option<Answer> {
         return None;
     }
     let because = format!("SMT on is {word}: {}", l.reasons[i].shown);
-    Some(Answer::plain(recommendation, answer, because).deciding(&[i]))
+    Some(
+        Answer::plain(recommendation, answer, because)
+            .in_words(format!("SMT on is {word}"))
+            .deciding(&[i]),
+    )
 }
 
 /// Only co-runs measured (a `corun` run): every partner on one side decides.
@@ -381,6 +404,8 @@ struct Dependent {
     on: Dependence,
     deciding: Vec<usize>,
     because: String,
+    /// `because` without its figures.
+    words: String,
 }
 
 /// Everything the answer depends on, in the order it is named.
@@ -404,6 +429,7 @@ fn single_requests(l: &Ledger<'_>) -> Option<Dependent> {
             "on for throughput ({}), off where single requests must be fast (run time beside a busy sibling {})",
             l.reasons[i].shown, l.reasons[p].shown
         ),
+        words: "on for throughput, off where single requests must be fast (a busy sibling slows each one)".into(),
     })
 }
 
@@ -413,9 +439,11 @@ fn partner_kind(l: &Ledger<'_>) -> Option<Dependent> {
     if on.is_empty() || off.is_empty() {
         return None;
     }
+    let because = format!("on beside {}, off beside {}", l.names(&on), l.names(&off));
     Some(Dependent {
         on: Dependence::PartnerKind,
-        because: format!("on beside {}, off beside {}", l.names(&on), l.names(&off)),
+        words: because.clone(),
+        because,
         deciding: [on, off].concat(),
     })
 }
@@ -433,6 +461,7 @@ fn one_thread_cost(l: &Ledger<'_>) -> Option<Dependent> {
             "one thread: the sibling adds nothing to it, and next to a busy sibling its run time is {}",
             l.reasons[p].shown
         ),
+        words: "one thread: the sibling adds nothing to it, and a busy sibling slows it".into(),
     })
 }
 
@@ -444,6 +473,7 @@ fn depends(l: &Ledger<'_>) -> Option<Answer> {
     }
     let words: Vec<&str> = dependences.iter().map(|d| d.on.words()).collect();
     let because: Vec<&str> = dependences.iter().map(|d| d.because.as_str()).collect();
+    let in_words: Vec<&str> = dependences.iter().map(|d| d.words.as_str()).collect();
     let deciding: Vec<usize> = dependences
         .iter()
         .flat_map(|d| d.deciding.clone())
@@ -455,13 +485,14 @@ fn depends(l: &Ledger<'_>) -> Option<Answer> {
             &format!("it depends on {}", words.join(" and ")),
             because.join("; "),
         )
+        .in_words(in_words.join("; "))
         .deciding(&deciding)
     })
 }
 
 /// No rule answered: the throughput figure leans neither way, or there is none.
 fn cannot_tell(l: &Ledger<'_>) -> Answer {
-    let (because, deciding) = match l.throughput {
+    let (because, words, deciding) = match l.throughput {
         Some(i) => {
             let r = &l.reasons[i];
             // An unsteady figure or one at a limit may lie off break-even and still say
@@ -471,18 +502,25 @@ fn cannot_tell(l: &Ledger<'_>) -> Answer {
                 Some(_) => "it would not repeat",
                 None => "the interval includes no change",
             };
-            (format!("{}: {}, {why}", r.what, r.shown), vec![i])
+            let words = Some(format!("{}: {why}", r.what));
+            (format!("{}: {}, {why}", r.what, r.shown), words, vec![i])
         }
         None if l.e.idle_sibling => (
             "one thread: its sibling stays idle, so SMT neither helps nor costs it alone".into(),
+            None,
             Vec::new(),
         ),
         None => (
             "no figure measured that shows SMT at work".into(),
+            None,
             Vec::new(),
         ),
     };
-    Answer::plain(Recommendation::CannotTell, "cannot tell", because).deciding(&deciding)
+    Answer {
+        because_words: words,
+        ..Answer::plain(Recommendation::CannotTell, "cannot tell", because)
+    }
+    .deciding(&deciding)
 }
 
 #[cfg(test)]

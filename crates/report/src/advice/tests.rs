@@ -304,7 +304,14 @@ fn the_text_fits_80_columns_and_marks_the_deciding_figure() {
         sibling_vs_core: Some(fig(0.66, 0.63, 0.69)),
         ..smt_machine()
     });
+    let figure = a.deciding().next().unwrap().shown.clone();
     let t = text(&[a], 80);
+    // The deciding figure is said once, in its row; the reason above it points there.
+    assert_eq!(t.matches(&figure).count(), 1, "{t}");
+    assert!(
+        t.contains("because SMT on is faster (the row marked *)"),
+        "{t}"
+    );
     for l in t.lines() {
         assert!(
             l.chars().count() <= 80,
