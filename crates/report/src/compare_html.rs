@@ -22,8 +22,9 @@ use maud::{Markup, PreEscaped, html};
 use crate::compare::{CompareRow, Comparison, GroupMean};
 use crate::compare_up::UpKernelRow;
 use crate::environment::{Fact, Role, facts};
-use crate::fmt::{esc, params, pct, shorten, times};
+use crate::fmt::{Esc, params, pct, shorten, times};
 use crate::html_parts::BR;
+use crate::svg::f1;
 use crate::units::Column;
 
 /// A row's deciding speed-up interval (with the between-run variance where it was
@@ -176,88 +177,80 @@ fn bars(rows: &[Line<'_>]) -> Option<String> {
         .collect();
     let m = (speedups.iter().map(|v| v.ln().abs()).fold(0.0f64, f64::max) * 1.15)
         .clamp(1.1f64.ln(), 8f64.ln());
-    let (label_w, top) = (LABEL_W, TOP);
     let w = LABEL_W + PLOT_W + 90.0;
     let h = TOP + rows.len() as f64 * ROW_H + 30.0;
     let scale = Scale { m, h };
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="speed-up of B over A per benchmark" font-family="sans-serif" font-size="11"><rect x="0" y="0" width="{w}" height="{h}" fill="#ffffff"/><text x="{label_w}" y="14" font-size="13" font-weight="bold">Speed-up of B over A (log scale; right of 1 = B better)</text>"##
-    );
-    ticks(&mut s, &scale);
-    for (i, (label, row, ci)) in rows.iter().enumerate() {
-        let y = top + i as f64 * ROW_H;
-        match row {
-            None => {
-                let _ = write!(
-                    s,
-                    r#"<text x="4" y="{}" font-weight="bold">{}</text>"#,
-                    y + 14.0,
-                    esc(label)
-                );
+    let svg = html! {
+        svg xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {w} {h}")) width=(w)
+            height=(h) role="img" aria-label="speed-up of B over A per benchmark"
+            font-family="sans-serif" font-size="11" {
+            rect x="0" y="0" width=(w) height=(h) fill="#ffffff" {}
+            text x=(LABEL_W) y="14" font-size="13" font-weight="bold" {
+                "Speed-up of B over A (log scale; right of 1 = B better)"
             }
-            Some(r) => bar(&mut s, &scale, y, label, r, *ci),
+            (ticks(&scale))
+            @for (i, (label, row, ci)) in rows.iter().enumerate() {
+                @let y = TOP + i as f64 * ROW_H;
+                @match row {
+                    None => {
+                        text x="4" y=(y + 14.0) font-weight="bold" { (Esc(label)) }
+                    }
+                    Some(r) => { (bar(&scale, y, label, r, *ci)) }
+                }
+            }
         }
-    }
-    s.push_str("</svg>");
-    Some(s)
+    };
+    Some(svg.into_string())
 }
 
 /// Ticks at round ratios inside the range; 1 first, and a label only where it does not
 /// touch one already placed (0.9, 1 and 1.1 crowd on a wide range).
-fn ticks(s: &mut String, scale: &Scale) {
+fn ticks(scale: &Scale) -> Markup {
     let (top, h, m) = (TOP, scale.h, scale.m);
     let mut placed: Vec<f64> = Vec::new();
+    let mut drawn = Vec::new();
     for t in [1.0f64, 0.125, 0.25, 0.5, 0.8, 0.9, 1.1, 1.25, 2.0, 4.0, 8.0] {
         if t.ln().abs() > m {
             continue;
         }
         let tx = crate::svg::r1(scale.x(t));
-        let _ = write!(
-            s,
-            r##"<path d="M{tx} {top}V{}" stroke="{}" {}/>"##,
-            h - 24.0,
-            if t == 1.0 { "#333333" } else { "#c8c8c8" },
-            if t == 1.0 {
-                ""
-            } else {
-                "stroke-dasharray=\"2 2\""
-            },
-        );
-        if placed.iter().any(|p| (p - tx).abs() < 34.0) {
-            continue;
+        let labelled = !placed.iter().any(|p| (p - tx).abs() < 34.0);
+        if labelled {
+            placed.push(tx);
         }
-        placed.push(tx);
-        for ty in [top - 6.0, h - 10.0] {
-            let _ = write!(
-                s,
-                r##"<text x="{tx}" y="{ty}" text-anchor="middle" fill="#555555">{t}x</text>"##
-            );
-        }
+        let (stroke, dash) = if t == 1.0 {
+            ("#333333", None)
+        } else {
+            ("#c8c8c8", Some("2 2"))
+        };
+        drawn.push(html! {
+            path d=(format!("M{tx} {top}V{}", h - 24.0)) stroke=(stroke) stroke-dasharray=[dash] {}
+            @if labelled {
+                @for ty in [top - 6.0, h - 10.0] {
+                    text x=(tx) y=(ty) text-anchor="middle" fill="#555555" { (t) "x" }
+                }
+            }
+        });
     }
+    html! { @for d in &drawn { (d) } }
 }
 
 /// One row's label, bar (with an arrow where it passes the range), whisker and figure,
 /// at height `y`.
-fn bar(s: &mut String, scale: &Scale, y: f64, label: &str, r: &CompareRow, ci: Option<(f64, f64)>) {
-    let (m, label_w) = (scale.m, LABEL_W);
+fn bar(scale: &Scale, y: f64, label: &str, r: &CompareRow, ci: Option<(f64, f64)>) -> Markup {
+    let m = scale.m;
     let x = |v: f64| scale.x(v);
     let one = x(1.0);
-    let _ = write!(
-        s,
-        r##"<text x="{}" y="{}" text-anchor="end" fill="#222222">{}</text>"##,
-        label_w - 8.0,
-        y + 14.0,
-        esc(&shorten(label, 46))
-    );
+    let name = html! {
+        text x=(LABEL_W - 8.0) y=(y + 14.0) text-anchor="end" fill="#222222" {
+            (Esc(&shorten(label, 46)))
+        }
+    };
     let Some(v) = r.speedup else {
-        let _ = write!(
-            s,
-            r##"<text x="{one}" y="{}" fill="#777777">no speed-up (a value is not positive)</text>"##,
-            y + 14.0
-        );
-        return;
+        return html! {
+            (name)
+            text x=(one) y=(y + 14.0) fill="#777777" { "no speed-up (a value is not positive)" }
+        };
     };
     let col = match verdict(r) {
         "better" => "#009e73",
@@ -268,20 +261,19 @@ fn bar(s: &mut String, scale: &Scale, y: f64, label: &str, r: &CompareRow, ci: O
     // never runs into the labels; its figure is written beside it as for every bar.
     let vc = v.clamp((-m).exp(), m.exp());
     let (x0, x1) = (one.min(x(vc)), one.max(x(vc)));
-    if vc != v {
+    let arrow = (vc != v).then(|| {
         let (edge, tip_x) = if v > vc {
             (x1, x1 + 6.0)
         } else {
             (x0, x0 - 6.0)
         };
-        let _ = write!(
-            s,
-            r#"<path d="M{edge:.1} {}L{tip_x:.1} {}L{edge:.1} {}Z" fill="{col}"/>"#,
+        format!(
+            "M{edge:.1} {}L{tip_x:.1} {}L{edge:.1} {}Z",
             y + 3.0,
             y + 10.0,
             y + 17.0
-        );
-    }
+        )
+    });
     let tip = format!(
         "{label}: {} ({}){}",
         times(v),
@@ -289,31 +281,25 @@ fn bar(s: &mut String, scale: &Scale, y: f64, label: &str, r: &CompareRow, ci: O
         ci.map(|(lo, hi)| format!(", 95% interval [{}, {}]", times(lo), times(hi)))
             .unwrap_or_default()
     );
-    let _ = write!(
-        s,
-        r#"<rect x="{:.1}" y="{}" width="{:.1}" height="12" fill="{col}" fill-opacity="0.75"><title>{}</title></rect>"#,
-        x0,
-        y + 4.0,
-        (x1 - x0).max(1.0),
-        esc(&tip)
-    );
-    if let Some((lo, hi)) = ci {
+    let whisker = ci.map(|(lo, hi)| {
         let (a, b) = (x(lo.max((-m).exp())), x(hi.min(m.exp())));
-        let _ = write!(
-            s,
-            r##"<path d="M{a:.1} {}H{b:.1}M{a:.1} {}v8M{b:.1} {}v8" stroke="#222222" fill="none"/>"##,
+        format!(
+            "M{a:.1} {}H{b:.1}M{a:.1} {}v8M{b:.1} {}v8",
             y + 10.0,
             y + 6.0,
             y + 6.0
-        );
+        )
+    });
+    html! {
+        (name)
+        @if let Some(d) = arrow { path d=(d) fill=(col) {} }
+        rect x=(f1(x0)) y=(y + 4.0) width=(f1((x1 - x0).max(1.0))) height="12" fill=(col)
+            fill-opacity="0.75" {
+            title { (Esc(&tip)) }
+        }
+        @if let Some(d) = whisker { path d=(d) stroke="#222222" fill="none" {} }
+        text x=(LABEL_W + PLOT_W + 6.0) y=(y + 14.0) fill="#222222" { (Esc(&pct(v))) }
     }
-    let _ = write!(
-        s,
-        r##"<text x="{}" y="{}" fill="#222222">{}</text>"##,
-        LABEL_W + PLOT_W + 6.0,
-        y + 14.0,
-        esc(&pct(v))
-    );
 }
 
 fn geomean_cells(g: &GroupMean) -> (String, String) {

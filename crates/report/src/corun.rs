@@ -11,15 +11,13 @@
 //! Slowdowns are ratios of means with Fieller 95% intervals ([`stats::ratio`]), oriented
 //! so that above 1 always means slower than alone, for rates as for times.
 
-use std::fmt::Write;
-
 use serde::{Deserialize, Serialize};
 use smtlab_model::stats::{self, Ratio};
 use smtlab_model::{CellRecord, CellResult, Direction, RunResults, Summary};
 
-use maud::{PreEscaped, html};
+use maud::{Markup, PreEscaped, html};
 
-use crate::fmt::{esc, num};
+use crate::fmt::{Esc, num};
 
 pub use smtlab_model::keys::Form;
 pub use smtlab_model::metrics::corun::{PARTNER_ALONE_VALUE, PARTNER_VALUE, RUN_NS};
@@ -254,86 +252,83 @@ pub fn heatmap(entries: &[Entry], form: Form, title: &str, interval: &str) -> Op
     // Wide enough for the title lines whatever the number of columns.
     let w = (left + cw * cols.len() as f64 + 20.0).max(560.0);
     let h = top + ch * rows.len() as f64 + 20.0;
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" \
-         font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\
-         <title>{}</title>\
-         <text x=\"10\" y=\"18\" font-weight=\"600\">{}</text>\
-         <text x=\"10\" y=\"34\" fill=\"#666\">above 1: slower than alone; brackets: {}; grey: it includes 1</text>",
-        esc(title),
-        esc(title),
-        esc(interval)
-    );
-    for (j, b) in cols.iter().enumerate() {
-        let x = left + cw * j as f64 + cw / 2.0;
-        let _ = write!(
-            s,
-            "<text x=\"{x}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-            top - 8.0,
-            esc(b)
-        );
-    }
-    for (i, a) in rows.iter().enumerate() {
-        let y = top + ch * i as f64;
-        let _ = write!(
-            s,
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
-            left - 8.0,
-            y + ch / 2.0 + 4.0,
-            esc(a)
-        );
-        for (j, b) in cols.iter().enumerate() {
-            let x = left + cw * j as f64;
-            let e = entries
-                .iter()
-                .find(|e| e.form == form && &e.a == a && &e.b == b);
-            let (fill, text, tip) = match e.and_then(|e| e.slowdown.as_ref().map(|r| (e, r))) {
-                Some((e, r)) => (
-                    // An interval that includes 1 is no clear effect, however large the
-                    // ratio: drawn neutral, never in the colour of a slowdown.
-                    if significant(r) {
-                        heat_color(r.ratio)
-                    } else {
-                        UNCLEAR_FILL.to_string()
-                    },
-                    format!("{:.2}", r.ratio),
-                    format!(
-                        "{a} next to {b}: slowdown {}{}",
-                        ratio_text(r),
-                        e.combined_speed
-                            .map(|c| format!("; combined speed {c:.2}"))
-                            .unwrap_or_default()
-                    ),
-                ),
-                None => (
-                    "#eeeeee".to_string(),
-                    "-".to_string(),
-                    format!("{a} next to {b}: not measured"),
-                ),
-            };
-            let sub = e
-                .and_then(|e| e.slowdown.as_ref())
-                .and_then(|r| Some(format!("[{:.2},{:.2}]", r.ci95_low?, r.ci95_high?)))
-                .unwrap_or_default();
-            let _ = write!(
-                s,
-                "<g><title>{}</title><rect x=\"{x}\" y=\"{y}\" width=\"{cw}\" height=\"{ch}\" fill=\"{fill}\" stroke=\"#fff\"/>\
-                 <text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-weight=\"600\">{}</text>\
-                 <text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"10\" fill=\"#444\">{}</text></g>",
-                esc(&tip),
-                x + cw / 2.0,
-                y + 19.0,
-                esc(&text),
-                x + cw / 2.0,
-                y + 34.0,
-                esc(&sub)
-            );
+    let svg = html! {
+        svg xmlns="http://www.w3.org/2000/svg" width=(w) height=(h) viewBox=(format!("0 0 {w} {h}"))
+            font-family="sans-serif" font-size="12" role="img" {
+            title { (Esc(title)) }
+            text x="10" y="18" font-weight="600" { (Esc(title)) }
+            text x="10" y="34" fill="#666" {
+                "above 1: slower than alone; brackets: " (Esc(interval)) "; grey: it includes 1"
+            }
+            @for (j, b) in cols.iter().enumerate() {
+                text x=(left + cw * j as f64 + cw / 2.0) y=(top - 8.0) text-anchor="middle" {
+                    (Esc(b))
+                }
+            }
+            @for (i, a) in rows.iter().enumerate() {
+                @let y = top + ch * i as f64;
+                text x=(left - 8.0) y=(y + ch / 2.0 + 4.0) text-anchor="end" { (Esc(a)) }
+                @for (j, b) in cols.iter().enumerate() {
+                    (heat_cell(entries, form, (a, b), (left + cw * j as f64, y), (cw, ch)))
+                }
+            }
+        }
+    };
+    Some(svg.into_string())
+}
+
+/// The cell of `a` next to `b` at `(x, y)`, `cw` by `ch`: its colour, ratio and
+/// interval, and the whole figure on hover.
+fn heat_cell(
+    entries: &[Entry],
+    form: Form,
+    (a, b): (&String, &String),
+    (x, y): (f64, f64),
+    (cw, ch): (f64, f64),
+) -> Markup {
+    let e = entries
+        .iter()
+        .find(|e| e.form == form && &e.a == a && &e.b == b);
+    let (fill, text, tip) = match e.and_then(|e| e.slowdown.as_ref().map(|r| (e, r))) {
+        Some((e, r)) => (
+            // An interval that includes 1 is no clear effect, however large the
+            // ratio: drawn neutral, never in the colour of a slowdown.
+            if significant(r) {
+                heat_color(r.ratio)
+            } else {
+                UNCLEAR_FILL.to_string()
+            },
+            format!("{:.2}", r.ratio),
+            format!(
+                "{a} next to {b}: slowdown {}{}",
+                ratio_text(r),
+                e.combined_speed
+                    .map(|c| format!("; combined speed {c:.2}"))
+                    .unwrap_or_default()
+            ),
+        ),
+        None => (
+            "#eeeeee".to_string(),
+            "-".to_string(),
+            format!("{a} next to {b}: not measured"),
+        ),
+    };
+    let sub = e
+        .and_then(|e| e.slowdown.as_ref())
+        .and_then(|r| Some(format!("[{:.2},{:.2}]", r.ci95_low?, r.ci95_high?)))
+        .unwrap_or_default();
+    html! {
+        g {
+            title { (Esc(&tip)) }
+            rect x=(x) y=(y) width=(cw) height=(ch) fill=(fill) stroke="#fff" {}
+            text x=(x + cw / 2.0) y=(y + 19.0) text-anchor="middle" font-weight="600" {
+                (Esc(&text))
+            }
+            text x=(x + cw / 2.0) y=(y + 34.0) text-anchor="middle" font-size="10" fill="#444" {
+                (Esc(&sub))
+            }
         }
     }
-    s.push_str("</svg>");
-    Some(s)
 }
 
 /// The single-thread penalty of one hog: the task's run time next to it against alone.

@@ -254,6 +254,16 @@ pub fn esc(s: &str) -> String {
     out
 }
 
+/// Text in a maud template escaped by [`esc`]: beyond maud's own escaping, control
+/// characters are replaced, so that a chart saved as a stand-alone SVG file stays XML.
+pub struct Esc<'a>(pub &'a str);
+
+impl maud::Render for Esc<'_> {
+    fn render_to(&self, buffer: &mut String) {
+        buffer.push_str(&esc(self.0));
+    }
+}
+
 /// `k=v k2=v2`, or `-` when there are no parameters to show.
 pub fn params(p: &BTreeMap<String, String>) -> String {
     let words = param_words(p);

@@ -5,73 +5,62 @@
 //! named events as counted (encoding, scope, multiplexing). Whatever was not counted
 //! is one line saying why.
 
-use std::fmt::Write;
-
-use maud::{Markup, PreEscaped, html};
+use maud::{Markup, html};
 use smtlab_model::RunResults;
 use smtlab_model::counters::bandwidth::{DramBandwidth, correlation};
 
 use crate::counter_ratios::{CellRatios, RatioGroup, groups};
-use crate::fmt::{num, params};
-use crate::svg::color;
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
+use crate::fmt::{Esc, num, params};
+use crate::svg::{color, f1};
 
 /// Horizontal bars, one per `(label, value)`, scaled to the largest.
-fn bars(rows: &[(String, f64, String)]) -> String {
+fn bars(rows: &[(String, f64, String)]) -> Markup {
     let (w, row_h, label_w) = (320.0, 16.0, 90.0);
     let max = rows.iter().map(|r| r.1).fold(0.0f64, f64::max);
     let h = row_h * rows.len() as f64;
-    let mut s = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" class="strip">"#
-    );
-    for (i, (label, value, text)) in rows.iter().enumerate() {
-        let y = i as f64 * row_h;
-        let width = if max > 0.0 {
+    let width = |value: f64| {
+        if max > 0.0 {
             (w - label_w - 70.0) * value / max
         } else {
             0.0
-        };
-        let _ = write!(
-            s,
-            r#"<text x="0" y="{:.1}" font-size="11">{}</text><rect x="{label_w}" y="{:.1}" width="{width:.1}" height="{:.1}" fill="{}"/><text x="{:.1}" y="{:.1}" font-size="11">{}</text>"#,
-            y + 12.0,
-            escape(label),
-            y + 2.0,
-            row_h - 4.0,
-            color(i),
-            label_w + width + 4.0,
-            y + 12.0,
-            escape(text)
-        );
+        }
+    };
+    html! {
+        svg xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {w} {h}")) width=(w)
+            height=(h) class="strip" {
+            @for (i, (label, value, text)) in rows.iter().enumerate() {
+                @let y = i as f64 * row_h;
+                text x="0" y=(f1(y + 12.0)) font-size="11" { (Esc(label)) }
+                rect x=(label_w) y=(f1(y + 2.0)) width=(f1(width(*value)))
+                    height=(f1(row_h - 4.0)) fill=(color(i)) {}
+                text x=(f1(label_w + width(*value) + 4.0)) y=(f1(y + 12.0)) font-size="11" {
+                    (Esc(text))
+                }
+            }
+        }
     }
-    s.push_str("</svg>");
-    s
 }
 
 /// A stacked bar of top-down shares.
-fn stack(shares: &[(&str, f64)]) -> String {
+fn stack(shares: &[(&str, f64)]) -> Markup {
     let (w, h) = (260.0, 14.0);
-    let mut s = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" class="strip">"#
-    );
     let mut x = 0.0;
+    let mut parts = Vec::new();
     for (i, (name, share)) in shares.iter().enumerate() {
         let width = w * share.clamp(0.0, 1.0);
-        let _ = write!(
-            s,
-            r#"<rect x="{x:.1}" y="0" width="{width:.1}" height="{h}" fill="{}"><title>{name} {:.1}%</title></rect>"#,
-            color(i),
-            100.0 * share
-        );
+        parts.push(html! {
+            rect x=(f1(x)) y="0" width=(f1(width)) height=(h) fill=(color(i)) {
+                title { (name) " " (format!("{:.1}", 100.0 * share)) "%" }
+            }
+        });
         x += width;
     }
-    s.push_str("</svg>");
-    s
+    html! {
+        svg xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {w} {h}")) width=(w)
+            height=(h) class="strip" {
+            @for p in &parts { (p) }
+        }
+    }
 }
 
 fn ratio_figures(g: &RatioGroup) -> Markup {
@@ -90,7 +79,7 @@ fn ratio_figures(g: &RatioGroup) -> Markup {
                     .map(|c| format!("{}/{} {:+.1}%", c.smt, c.base, 100.0 * c.change)).collect();
                 tr {
                     td { (label) }
-                    td { (PreEscaped(bars(&rows))) }
+                    td { (bars(&rows)) }
                     td class="num" {
                         @if changes.is_empty() { span class="muted" { "-" } } @else { (changes.join(", ")) }
                     }
@@ -133,7 +122,7 @@ fn topdown_figure(g: &RatioGroup) -> Markup {
                                 None => span class="muted" { "-" },
                             }
                         }
-                        td { (PreEscaped(stack(&t.categories()))) }
+                        td { (stack(&t.categories())) }
                     }
                 }
             }

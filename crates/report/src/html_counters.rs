@@ -4,8 +4,6 @@
 //! system call group (CPU and wall time) and interrupt time by vector where traced.
 //! A run measured without `--counters` gets one line saying so.
 
-use std::fmt::Write;
-
 use maud::{Markup, PreEscaped, html};
 use smtlab_model::counters::CellCounters;
 use smtlab_model::counters::os_time::{CpuTicks, OsTimeSeries, PhaseTimes};
@@ -14,7 +12,7 @@ use smtlab_model::{CellRecord, RunResults};
 use crate::counters::{Headline, count, duration_ns};
 use crate::fmt::{num, params};
 use crate::html_parts::Absent;
-use crate::svg::color;
+use crate::svg::{color, f1};
 use crate::units::Column;
 
 fn label(c: &CellRecord) -> String {
@@ -62,7 +60,7 @@ fn parts(t: &CpuTicks) -> [u64; 7] {
 /// column per sampling interval, on the time the cell's sampler ran (intervals of
 /// other cells' turns were never sampled, so they take no room). A dashed line marks
 /// where the counted window (steady state) begins.
-fn time_series_chart(series: &OsTimeSeries, steady_from_ns: Option<u64>) -> String {
+fn time_series_chart(series: &OsTimeSeries, steady_from_ns: Option<u64>) -> Markup {
     let (w, h, left, bottom) = (560.0, 120.0, 34.0, 14.0);
     let plot_w = w - left;
     let plot_h = h - bottom;
@@ -71,20 +69,10 @@ fn time_series_chart(series: &OsTimeSeries, steady_from_ns: Option<u64>) -> Stri
         .iter()
         .map(|i| i.end_ns.saturating_sub(i.start_ns))
         .sum();
-    let mut s = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" class="chart">"#
-    );
-    let _ = write!(
-        s,
-        r#"<text x="0" y="10" font-size="10">100%</text><text x="0" y="{plot_h}" font-size="10">0%</text>"#
-    );
-    if total_ns == 0 {
-        s.push_str("</svg>");
-        return s;
-    }
+    let mut columns = Vec::new();
     let mut x_ns = 0u64;
     let mut steady_x = None;
-    for iv in &series.intervals {
+    for iv in series.intervals.iter().filter(|_| total_ns > 0) {
         let len = iv.end_ns.saturating_sub(iv.start_ns);
         let x = left + plot_w * x_ns as f64 / total_ns as f64;
         let width = plot_w * len as f64 / total_ns as f64;
@@ -92,68 +80,90 @@ fn time_series_chart(series: &OsTimeSeries, steady_from_ns: Option<u64>) -> Stri
             steady_x = Some(x);
         }
         x_ns += len;
-        let ticks = iv.all_cpus();
-        let all = ticks.total();
-        if all == 0 {
+        let at = duration_ns(iv.start_ns as f64);
+        columns.push(stack(
+            &iv.all_cpus(),
+            plot_h,
+            |y, height, name, col, share| {
+                html! {
+                    rect x=(f1(x)) y=(f1(y)) width=(format!("{width:.2}")) height=(f1(height))
+                        fill=(color(col)) {
+                        title { (name) " " (format!("{share:.0}")) "% at " (at) }
+                    }
+                }
+            },
+        ));
+    }
+    let steady_x = steady_x.filter(|x| *x > left);
+    html! {
+        svg xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {w} {h}")) width=(w)
+            height=(h) class="chart" {
+            text x="0" y="10" font-size="10" { "100%" }
+            text x="0" y=(plot_h) font-size="10" { "0%" }
+            @if total_ns > 0 {
+                @for c in &columns { (c) }
+                @if let Some(x) = steady_x {
+                    line x1=(f1(x)) y1="0" x2=(f1(x)) y2=(plot_h) stroke="#000"
+                        stroke-dasharray="3,2" {}
+                    text x=(f1(x + 2.0)) y=(h) font-size="10" { "steady state" }
+                }
+                text x=(left) y=(h) font-size="10" { "0" }
+                text x=(f1(w)) y=(h) font-size="10" text-anchor="end" {
+                    (duration_ns(total_ns as f64))
+                }
+            }
+        }
+    }
+}
+
+/// The categories of `t` (those with ticks) stacked from the bottom of a column
+/// `plot_h` high, each drawn by `part(y, height, name, colour, share in percent)`.
+fn stack(t: &CpuTicks, plot_h: f64, part: impl Fn(f64, f64, &str, usize, f64) -> Markup) -> Markup {
+    let all = t.total();
+    let mut y = plot_h;
+    let mut drawn = Vec::new();
+    for ((name, col), ticks) in PARTS.iter().zip(parts(t)) {
+        if ticks == 0 || all == 0 {
             continue;
         }
-        let mut y = plot_h;
-        for ((name, col), t) in PARTS.iter().zip(parts(&ticks)) {
-            if t == 0 {
-                continue;
-            }
-            let height = plot_h * t as f64 / all as f64;
-            y -= height;
-            let _ = write!(
-                s,
-                r#"<rect x="{x:.1}" y="{y:.1}" width="{width:.2}" height="{height:.1}" fill="{}"><title>{name} {:.0}% at {}</title></rect>"#,
-                color(*col),
-                100.0 * t as f64 / all as f64,
-                duration_ns(iv.start_ns as f64)
-            );
-        }
+        let height = plot_h * ticks as f64 / all as f64;
+        y -= height;
+        drawn.push(part(
+            y,
+            height,
+            name,
+            *col,
+            100.0 * ticks as f64 / all as f64,
+        ));
     }
-    if let Some(x) = steady_x.filter(|x| *x > left) {
-        let _ = write!(
-            s,
-            r##"<line x1="{x:.1}" y1="0" x2="{x:.1}" y2="{plot_h}" stroke="#000" stroke-dasharray="3,2"/><text x="{:.1}" y="{h}" font-size="10">steady state</text>"##,
-            x + 2.0
-        );
-    }
-    let _ = write!(
-        s,
-        r#"<text x="{left}" y="{h}" font-size="10">0</text><text x="{:.1}" y="{h}" font-size="10" text-anchor="end">{}</text></svg>"#,
-        w,
-        duration_ns(total_ns as f64)
-    );
-    s
+    html! { @for d in &drawn { (d) } }
 }
 
 /// A horizontal bar of the phase's ticks split by category.
-fn stacked_bar(t: &CpuTicks) -> String {
+fn stacked_bar(t: &CpuTicks) -> Markup {
     let (w, h) = (220.0, 14.0);
     let total = t.total();
-    let mut s = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" class="strip">"#
-    );
-    if total > 0 {
-        let mut x = 0.0;
-        for ((name, col), ticks) in PARTS.iter().zip(parts(t)) {
-            if ticks == 0 {
-                continue;
+    let mut x = 0.0;
+    let mut drawn = Vec::new();
+    for ((name, col), ticks) in PARTS.iter().zip(parts(t)) {
+        if ticks == 0 || total == 0 {
+            continue;
+        }
+        let width = w * ticks as f64 / total as f64;
+        let share = 100.0 * ticks as f64 / total as f64;
+        drawn.push(html! {
+            rect x=(f1(x)) y="0" width=(f1(width)) height=(h) fill=(color(*col)) {
+                title { (name) " " (format!("{share:.0}")) "%" }
             }
-            let width = w * ticks as f64 / total as f64;
-            let _ = write!(
-                s,
-                r#"<rect x="{x:.1}" y="0" width="{width:.1}" height="{h}" fill="{}"><title>{name} {:.0}%</title></rect>"#,
-                color(*col),
-                100.0 * ticks as f64 / total as f64
-            );
-            x += width;
+        });
+        x += width;
+    }
+    html! {
+        svg xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {w} {h}")) width=(w)
+            height=(h) class="strip" {
+            @for d in &drawn { (d) }
         }
     }
-    s.push_str("</svg>");
-    s
 }
 
 /// The cells of one phase's row after the cell and CPU columns.
@@ -171,7 +181,7 @@ fn phase_cells(name: &str, ph: &PhaseTimes) -> Markup {
                 td class="num" { (format!("{:.0}%", 100.0 * ticks as f64 / total as f64)) }
             }
         }
-        td { (PreEscaped(stacked_bar(t))) }
+        td { (stacked_bar(t)) }
     }
 }
 
@@ -262,7 +272,7 @@ fn os_time<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
             }
             @for (c, k, series) in &with {
                 h4 { (label(c)) ", CPUs " code { (series.cpus.to_list_string()) } " over time" }
-                (PreEscaped(time_series_chart(series, k.steady_from_ns)))
+                (time_series_chart(series, k.steady_from_ns))
             }
         }
     })

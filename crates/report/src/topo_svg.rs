@@ -13,11 +13,10 @@
 //!   box. Bars are labelled with their level and size.
 //! * Offline CPUs and cores outside any package are said in words below the boxes.
 
-use std::fmt::Write;
-
+use maud::{Markup, html};
 use smtlab_model::{Cache, CacheType, Core, CpuSet, Topology};
 
-use crate::fmt::esc;
+use crate::fmt::Esc;
 use crate::units::size;
 
 /// The widest row of cores, in pixels, before a package wraps.
@@ -121,7 +120,7 @@ fn shared_bands(t: &Topology, cores: &[&Core]) -> Vec<Vec<Bar>> {
 
 /// A box of cores (a package, or the cores in no package), laid out and drawn at
 /// `(x, y)`; returns the markup and the box's size.
-fn group_box(t: &Topology, title: &str, cores: &[&Core], x: f64, y: f64) -> (String, f64, f64) {
+fn group_box(t: &Topology, title: &str, cores: &[&Core], x: f64, y: f64) -> (Markup, f64, f64) {
     let rows = core_rows(cores);
     let private_n = cores
         .iter()
@@ -129,7 +128,7 @@ fn group_box(t: &Topology, title: &str, cores: &[&Core], x: f64, y: f64) -> (Str
         .max()
         .unwrap_or(0) as f64;
     let core_h = HEAD + private_n * (BAR_H + 3.0) + PU_H + PAD;
-    let mut inner = String::new();
+    let mut inner: Vec<Markup> = Vec::new();
     let mut cy = y + HEAD + 4.0;
     let mut width: f64 = 0.0;
     // Bars already drawn on an earlier row: one cache or node that reaches several rows
@@ -146,27 +145,22 @@ fn group_box(t: &Topology, title: &str, cores: &[&Core], x: f64, y: f64) -> (Str
         }
         width = width.max(cx - GAP - x + PAD);
         for band in &shared_bands(t, row) {
-            for bar in band {
-                shared_bar(&mut inner, row, &xs, bar, cy, &mut drawn);
-            }
+            inner.extend(
+                band.iter()
+                    .filter_map(|bar| shared_bar(row, &xs, bar, cy, &mut drawn)),
+            );
             cy += BAR_H + 4.0;
         }
-        for (c, &kx) in row.iter().zip(&xs) {
-            core_box(&mut inner, t, c, kx, cy, core_h);
-        }
+        inner.extend((row.iter().zip(&xs)).map(|(c, &kx)| core_box(t, c, kx, cy, core_h)));
         cy += core_h + GAP;
     }
     let h = cy - y + PAD - GAP;
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        r##"<rect x="{x}" y="{y}" width="{width}" height="{h}" fill="{C_PACKAGE}" stroke="#4a5561"/><text x="{}" y="{}" font-weight="bold">{}</text>"##,
-        x + 5.0,
-        y + 14.0,
-        esc(title)
-    );
-    s.push_str(&inner);
-    (s, width, h)
+    let markup = html! {
+        rect x=(x) y=(y) width=(width) height=(h) fill=(C_PACKAGE) stroke="#4a5561" {}
+        text x=(x + 5.0) y=(y + 14.0) font-weight="bold" { (Esc(title)) }
+        @for m in &inner { (m) }
+    };
+    (markup, width, h)
 }
 
 /// `cores` in rows no wider than [`MAX_ROW_PX`].
@@ -190,47 +184,39 @@ fn core_rows<'a>(cores: &[&'a Core]) -> Vec<Vec<&'a Core>> {
     rows
 }
 
-/// One shared cache or node over the cores of `row` it covers (at `xs`), at height `cy`.
+/// One shared cache or node over the cores of `row` it covers (at `xs`), at height `cy`;
+/// `None` where it covers none of them.
 fn shared_bar(
-    inner: &mut String,
     row: &[&Core],
     xs: &[f64],
     bar: &Bar,
     cy: f64,
     drawn: &mut Vec<String>,
-) {
+) -> Option<Markup> {
     let covered: Vec<usize> = row
         .iter()
         .enumerate()
         .filter(|(_, c)| !c.cpus.intersection(&bar.cpus).is_empty())
         .map(|(i, _)| i)
         .collect();
-    let (Some(&a), Some(&b)) = (covered.first(), covered.last()) else {
-        return;
-    };
+    let (&a, &b) = (covered.first()?, covered.last()?);
     let (bx, bw) = (xs[a], xs[b] + core_width(row[b]) - xs[a]);
     let id = format!("{} {}", bar.label, bar.cpus.to_list_string());
     let (label, dash) = if drawn.contains(&id) {
-        (
-            format!("{} (continued)", bar.label),
-            r#" stroke-dasharray="4 3""#,
-        )
+        (format!("{} (continued)", bar.label), Some("4 3"))
     } else {
         drawn.push(id);
-        (bar.label.clone(), "")
+        (bar.label.clone(), None)
     };
-    let _ = write!(
-        inner,
-        r##"<rect x="{bx}" y="{cy}" width="{bw}" height="{BAR_H}" fill="{}" stroke="#7b8794"{dash}/><text x="{}" y="{}">{}</text>"##,
-        bar.fill,
-        bx + 4.0,
-        cy + 13.0,
-        esc(&label)
-    );
+    Some(html! {
+        rect x=(bx) y=(cy) width=(bw) height=(BAR_H) fill=(bar.fill) stroke="#7b8794"
+            stroke-dasharray=[dash] {}
+        text x=(bx + 4.0) y=(cy + 13.0) { (Esc(&label)) }
+    })
 }
 
 /// One core at `(kx, cy)`: its private caches and its CPUs.
-fn core_box(inner: &mut String, t: &Topology, c: &Core, kx: f64, cy: f64, core_h: f64) {
+fn core_box(t: &Topology, c: &Core, kx: f64, cy: f64, core_h: f64) -> Markup {
     let w = core_width(c);
     // Kind names (`base-1900MHz`) do not fit a core box: they go in the hover
     // title and in a note below the picture.
@@ -239,50 +225,40 @@ fn core_box(inner: &mut String, t: &Topology, c: &Core, kx: f64, cy: f64, core_h
         .as_deref()
         .map(|k| format!(", {k}"))
         .unwrap_or_default();
-    let _ = write!(
-        inner,
-        r##"<rect x="{kx}" y="{cy}" width="{w}" height="{core_h}" fill="{C_CORE}" stroke="#6b7785"><title>Core {id}{}</title></rect><text x="{}" y="{}">Core {id}</text>"##,
-        esc(&kind),
-        kx + 4.0,
-        cy + 13.0,
-        id = c.id,
-    );
-    let mut py = cy + HEAD;
-    for cache in private_caches(t, c) {
-        let _ = write!(
-            inner,
-            r##"<rect x="{}" y="{py}" width="{}" height="{BAR_H}" fill="{C_CACHE}" stroke="#7b8794"/><text x="{}" y="{}">{}</text>"##,
-            kx + PAD,
-            w - 2.0 * PAD,
-            kx + PAD + 4.0,
-            py + 13.0,
-            esc(&cache_label(cache))
-        );
-        py += BAR_H + 3.0;
-    }
+    let caches = private_caches(t, c);
+    let cache_y = |i: usize| cy + HEAD + i as f64 * (BAR_H + 3.0);
     let py = cy + core_h - PAD - PU_H;
     let smt = c.cpus.len() > 1;
-    for (i, cpu) in c.cpus.iter().enumerate() {
-        let px = kx + PAD + i as f64 * (PU_W + 4.0);
-        let _ = write!(
-            inner,
-            r##"<rect x="{px}" y="{py}" width="{PU_W}" height="{PU_H}" fill="{}" stroke="#555555"><title>CPU {cpu}{}</title></rect><text x="{}" y="{}" text-anchor="middle">CPU {cpu}</text>"##,
-            if smt { C_PU_SMT } else { C_PU },
-            if smt {
-                format!(", SMT sibling of CPUs {}", c.cpus.to_list_string())
-            } else {
-                String::new()
-            },
-            px + PU_W / 2.0,
-            py + 15.0
-        );
+    let sibling_of = if smt {
+        format!(", SMT sibling of CPUs {}", c.cpus.to_list_string())
+    } else {
+        String::new()
+    };
+    html! {
+        rect x=(kx) y=(cy) width=(w) height=(core_h) fill=(C_CORE) stroke="#6b7785" {
+            title { "Core " (c.id) (Esc(&kind)) }
+        }
+        text x=(kx + 4.0) y=(cy + 13.0) { "Core " (c.id) }
+        @for (i, cache) in caches.iter().enumerate() {
+            rect x=(kx + PAD) y=(cache_y(i)) width=(w - 2.0 * PAD) height=(BAR_H) fill=(C_CACHE)
+                stroke="#7b8794" {}
+            text x=(kx + PAD + 4.0) y=(cache_y(i) + 13.0) { (Esc(&cache_label(cache))) }
+        }
+        @for (i, cpu) in c.cpus.iter().enumerate() {
+            @let px = kx + PAD + i as f64 * (PU_W + 4.0);
+            rect x=(px) y=(py) width=(PU_W) height=(PU_H) fill=(if smt { C_PU_SMT } else { C_PU })
+                stroke="#555555" {
+                title { "CPU " (cpu) (sibling_of) }
+            }
+            text x=(px + PU_W / 2.0) y=(py + 15.0) text-anchor="middle" { "CPU " (cpu) }
+        }
     }
 }
 
 /// The whole machine as one `<svg>` element.
 pub fn topology_svg(t: &Topology) -> String {
     let margin = 10.0;
-    let mut body = String::new();
+    let mut body: Vec<Markup> = Vec::new();
     let mut y = margin + 26.0;
     let mut width: f64 = 360.0;
     let x = margin + PAD;
@@ -315,8 +291,8 @@ pub fn topology_svg(t: &Topology) -> String {
             y += row_h + GAP;
             row_h = 0.0;
         }
-        let (s, w, h) = group_box(t, title, cores, bx, y);
-        body.push_str(&s);
+        let (m, w, h) = group_box(t, title, cores, bx, y);
+        body.push(m);
         width = width.max(bx + w - x);
         row_h = row_h.max(h);
         bx += w + GAP;
@@ -342,15 +318,8 @@ pub fn topology_svg(t: &Topology) -> String {
     {
         notes.push("one NUMA node, memory size unknown".into());
     }
-    for n in &notes {
-        let _ = write!(
-            body,
-            r##"<text x="{x}" y="{}" fill="#555555">{}</text>"##,
-            y + 12.0,
-            esc(n)
-        );
-        y += 16.0;
-    }
+    let notes_y = y;
+    y += 16.0 * notes.len() as f64;
     let threads = if t.smt.threads_per_core_max > 1 {
         format!(
             "{} threads per core (SMT siblings shaded)",
@@ -375,20 +344,23 @@ pub fn topology_svg(t: &Topology) -> String {
     let width = width.max(text_w);
     let total_w = (width + 2.0 * (margin + PAD)).ceil();
     let total_h = (y + PAD + margin).ceil();
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {total_w} {total_h}" width="{total_w}" height="{total_h}" role="img" aria-label="{}" font-family="sans-serif" font-size="11" class="topo"><rect x="0" y="0" width="{total_w}" height="{total_h}" fill="#ffffff"/><rect x="{margin}" y="{margin}" width="{}" height="{}" fill="{C_MACHINE}" stroke="#333333"/><text x="{}" y="{}" font-size="13" font-weight="bold">{}</text>"##,
-        esc(&title),
-        total_w - 2.0 * margin,
-        total_h - 2.0 * margin,
-        margin + 6.0,
-        margin + 17.0,
-        esc(&title)
-    );
-    s.push_str(&body);
-    s.push_str("</svg>");
-    s
+    html! {
+        svg xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {total_w} {total_h}"))
+            width=(total_w) height=(total_h) role="img" aria-label=(Esc(&title))
+            font-family="sans-serif" font-size="11" class="topo" {
+            rect x="0" y="0" width=(total_w) height=(total_h) fill="#ffffff" {}
+            rect x=(margin) y=(margin) width=(total_w - 2.0 * margin)
+                height=(total_h - 2.0 * margin) fill=(C_MACHINE) stroke="#333333" {}
+            text x=(margin + 6.0) y=(margin + 17.0) font-size="13" font-weight="bold" {
+                (Esc(&title))
+            }
+            @for m in &body { (m) }
+            @for (i, n) in notes.iter().enumerate() {
+                text x=(x) y=(notes_y + 16.0 * i as f64 + 12.0) fill="#555555" { (Esc(n)) }
+            }
+        }
+    }
+    .into_string()
 }
 
 #[cfg(test)]

@@ -2,13 +2,12 @@
 //! placement), and horizontal bars of values or speed-ups with their intervals (paper
 //! 004 Chart 1, paper 000's bars per server and placement).
 
-use std::fmt::Write;
-
+use maud::html;
 use smtlab_model::CellRecord;
 
 use super::cells::{mean_column, placements, scaled_mean};
 use super::rows::Row;
-use crate::fmt::esc;
+use crate::fmt::Esc;
 use crate::svg::{self, LineOptions, Point, Series, r1};
 use crate::units::Column;
 
@@ -125,73 +124,48 @@ pub(super) fn hbars(
     let h = y_axis + 40.0;
     let span = if hi > lo { hi - lo } else { 1.0 };
     let px = |v: f64| r1(left + (v.clamp(lo, hi) - lo) / span * (w - left - right));
-    let mut s = format!(
-        r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="{t}" font-family="sans-serif" font-size="11"><rect x="0" y="0" width="{w}" height="{h}" fill="#ffffff"/><text x="8" y="16" font-size="13" font-weight="bold">{t}</text><text x="8" y="30" fill="#555555">{st}</text>"##,
-        t = esc(title),
-        st = esc(subtitle)
-    );
-    for t in &ticks {
-        let x = px(*t);
-        let _ = write!(
-            s,
-            r##"<line x1="{x}" y1="{top}" x2="{x}" y2="{y_axis}" stroke="#e4e4e4"/><text x="{x}" y="{}" text-anchor="middle">{}</text>"##,
-            y_axis + 14.0,
-            esc(&svg::tick_label(*t))
-        );
-    }
-    let _ = write!(
-        s,
-        r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
-        r1((left + w - right) / 2.0),
-        h - 8.0,
-        esc(axis)
-    );
-    for (i, b) in bars.iter().enumerate() {
-        let y = top + row * i as f64;
-        let (x0, x1) = (px(base), px(b.value));
-        let (a, z) = if x1 >= x0 { (x0, x1) } else { (x1, x0) };
-        let _ = write!(
-            s,
-            r#"<text x="{}" y="{}" text-anchor="end">{}</text><rect x="{a}" y="{}" width="{}" height="{}" fill="{}"><title>{}</title></rect>"#,
-            left - 6.0,
-            y + 14.0,
-            esc(&b.label),
-            y + 3.0,
-            r1((z - a).max(1.0)),
-            row - 6.0,
-            svg::color(b.color),
-            esc(&format!("{}: {}", b.label, b.text))
-        );
-        if let (Some(l), Some(u)) = (b.lo, b.hi) {
-            let (l, u) = (px(l), px(u));
-            let _ = write!(
-                s,
-                r##"<path d="M{l} {m}H{u}M{l} {a}V{z}M{u} {a}V{z}" stroke="#222222"/>"##,
-                m = y + 10.0,
-                a = y + 6.0,
-                z = y + 14.0
-            );
+    let dash = (base != 0.0).then_some("4 3");
+    let svg = html! {
+        svg xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {w} {h}")) width=(w)
+            height=(h) role="img" aria-label=(Esc(title)) font-family="sans-serif"
+            font-size="11" {
+            rect x="0" y="0" width=(w) height=(h) fill="#ffffff" {}
+            text x="8" y="16" font-size="13" font-weight="bold" { (Esc(title)) }
+            text x="8" y="30" fill="#555555" { (Esc(subtitle)) }
+            @for t in &ticks {
+                line x1=(px(*t)) y1=(top) x2=(px(*t)) y2=(y_axis) stroke="#e4e4e4" {}
+                text x=(px(*t)) y=(y_axis + 14.0) text-anchor="middle" {
+                    (Esc(&svg::tick_label(*t)))
+                }
+            }
+            text x=(r1((left + w - right) / 2.0)) y=(h - 8.0) text-anchor="middle" { (Esc(axis)) }
+            @for (i, b) in bars.iter().enumerate() {
+                @let y = top + row * i as f64;
+                @let (x0, x1) = (px(base), px(b.value));
+                @let (a, z) = if x1 >= x0 { (x0, x1) } else { (x1, x0) };
+                text x=(left - 6.0) y=(y + 14.0) text-anchor="end" { (Esc(&b.label)) }
+                rect x=(a) y=(y + 3.0) width=(r1((z - a).max(1.0))) height=(row - 6.0)
+                    fill=(svg::color(b.color)) {
+                    title { (Esc(&format!("{}: {}", b.label, b.text))) }
+                }
+                @if let (Some(l), Some(u)) = (b.lo, b.hi) {
+                    path d=(format!(
+                        "M{l} {m}H{u}M{l} {a}V{z}M{u} {a}V{z}",
+                        l = px(l),
+                        u = px(u),
+                        m = y + 10.0,
+                        a = y + 6.0,
+                        z = y + 14.0
+                    )) stroke="#222222" {}
+                }
+                @let end = b.hi.map_or(b.value, |h| h.max(b.value));
+                text x=(px(end).max(px(base)) + 4.0) y=(y + 14.0) fill="#333333" { (Esc(&b.text)) }
+            }
+            path d=(format!("M{} {top}V{y_axis}", px(base))) stroke="#333333"
+                stroke-dasharray=[dash] {}
         }
-        let end = b.hi.map_or(b.value, |h| h.max(b.value));
-        let _ = write!(
-            s,
-            r##"<text x="{}" y="{}" fill="#333333">{}</text>"##,
-            px(end).max(px(base)) + 4.0,
-            y + 14.0,
-            esc(&b.text)
-        );
-    }
-    let _ = write!(
-        s,
-        r##"<path d="M{b} {top}V{y_axis}" stroke="#333333"{dash}/></svg>"##,
-        b = px(base),
-        dash = if base == 0.0 {
-            ""
-        } else {
-            r#" stroke-dasharray="4 3""#
-        }
-    );
-    Some(s)
+    };
+    Some(svg.into_string())
 }
 
 /// Bars of the cells' means (with their 95% CI), coloured by placement.

@@ -2,6 +2,8 @@
 
 use std::fmt::Write;
 
+use maud::{Markup, html};
+
 use super::*;
 
 /// One distribution of a [`cdf_chart`]: its name, values and the text that formats a
@@ -55,80 +57,62 @@ pub fn cdf_chart(
             bytes: false,
         },
     };
-    let mut s = plot.open(title, subtitle);
-    for (i, (d, v)) in dists.iter().zip(&sorted).enumerate() {
-        if v.is_empty() {
-            continue;
-        }
-        let c = color(i);
-        let n = v.len();
-        let steps = n.min(400);
-        let mut path = String::new();
-        for k in 0..=steps {
-            let share = k as f64 / steps as f64;
-            let idx = ((share * n as f64).ceil() as usize).clamp(1, n) - 1;
-            let (x, y) = (r1(plot.px(v[idx])), r1(plot.py(share * 100.0)));
-            let _ = write!(path, "{}{x} {y}", if k == 0 { 'M' } else { 'L' });
-        }
-        let _ = write!(
-            s,
-            r#"<path d="{path}" fill="none" stroke="{c}" stroke-width="2"/>"#
-        );
-        for (p, shape) in [(50.0, 'o'), (99.0, 's'), (100.0, 't')] {
-            let val = if p == 100.0 { v[n - 1] } else { pct_of(v, p) };
-            let (x, y) = (r1(plot.px(val)), r1(plot.py(p)));
-            let what = match shape {
-                'o' => "median",
-                's' => "p99",
-                _ => "max",
-            };
-            let tip = format!("{}: {what} {}", d.name, (d.fmt)(val));
-            let _ = match shape {
-                'o' => write!(
-                    s,
-                    r##"<circle cx="{x}" cy="{y}" r="4" fill="{c}" stroke="#ffffff"><title>{}</title></circle>"##,
-                    esc(&tip)
-                ),
-                's' => write!(
-                    s,
-                    r##"<rect x="{}" y="{}" width="8" height="8" fill="{c}" stroke="#ffffff"><title>{}</title></rect>"##,
-                    x - 4.0,
-                    y - 4.0,
-                    esc(&tip)
-                ),
-                _ => write!(
-                    s,
-                    r##"<path d="M{x} {}l5 8h-10Z" fill="{c}" stroke="#ffffff"><title>{}</title></path>"##,
-                    y - 5.0,
-                    esc(&tip)
-                ),
-            };
-        }
-    }
+    let curves: Vec<Markup> = (dists.iter().zip(&sorted).enumerate())
+        .filter(|(_, (_, v))| !v.is_empty())
+        .map(|(i, (d, v))| curve(&plot, i, d, v))
+        .collect();
     let lx = plot.w - plot.right + 14.0;
-    let mut y = plot.top + 8.0;
-    for (i, d) in dists.iter().enumerate() {
-        legend_row(&mut s, lx, y, i, &d.name);
-        y += 18.0;
+    // The key of the marks, under the legend's rows.
+    let y = plot.top + 8.0 + 18.0 * dists.len() as f64;
+    let body = html! {
+        @for c in &curves { (c) }
+        @for (i, d) in dists.iter().enumerate() {
+            (legend_row(lx, plot.top + 8.0 + 18.0 * i as f64, i, &d.name))
+        }
+        g fill="#555555" {
+            circle cx=(lx + 9.0) cy=(y + 10.0) r="4" {}
+            text x=(lx + 24.0) y=(y + 14.0) { "median" }
+            rect x=(lx + 5.0) y=(y + 24.0) width="8" height="8" {}
+            text x=(lx + 24.0) y=(y + 32.0) { "p99" }
+            path d=(format!("M{} {}l5 8h-10Z", lx + 9.0, y + 41.0)) {}
+            text x=(lx + 24.0) y=(y + 50.0) { "max" }
+        }
+    };
+    Some(plot.svg(title, subtitle, body))
+}
+
+/// Distribution `i` (`v` its finite values, sorted, not empty): the curve, then its
+/// median (circle), 99th percentile (square) and maximum (triangle), each with its
+/// value on hover.
+fn curve(plot: &Plot, i: usize, d: &Dist<'_>, v: &[f64]) -> Markup {
+    let c = color(i);
+    let n = v.len();
+    let steps = n.min(400);
+    let mut path = String::new();
+    for k in 0..=steps {
+        let share = k as f64 / steps as f64;
+        let idx = ((share * n as f64).ceil() as usize).clamp(1, n) - 1;
+        let (x, y) = (r1(plot.px(v[idx])), r1(plot.py(share * 100.0)));
+        let _ = write!(path, "{}{x} {y}", if k == 0 { 'M' } else { 'L' });
     }
-    let _ = write!(
-        s,
-        r##"<g fill="#555555"><circle cx="{}" cy="{}" r="4"/><text x="{}" y="{}">median</text><rect x="{}" y="{}" width="8" height="8"/><text x="{}" y="{}">p99</text><path d="M{} {}l5 8h-10Z"/><text x="{}" y="{}">max</text></g>"##,
-        lx + 9.0,
-        y + 10.0,
-        lx + 24.0,
-        y + 14.0,
-        lx + 5.0,
-        y + 24.0,
-        lx + 24.0,
-        y + 32.0,
-        lx + 9.0,
-        y + 41.0,
-        lx + 24.0,
-        y + 50.0
-    );
-    s.push_str("</svg>");
-    Some(s)
+    let mark = |p: f64| {
+        let val = if p == 100.0 { v[n - 1] } else { pct_of(v, p) };
+        (r1(plot.px(val)), r1(plot.py(p)), val)
+    };
+    let tip = |what: &str, val: f64| format!("{}: {what} {}", d.name, (d.fmt)(val));
+    let ((mx, my, median), (px, py, p99), (tx, ty, max)) = (mark(50.0), mark(99.0), mark(100.0));
+    html! {
+        path d=(path) fill="none" stroke=(c) stroke-width="2" {}
+        circle cx=(mx) cy=(my) r="4" fill=(c) stroke="#ffffff" {
+            title { (Esc(&tip("median", median))) }
+        }
+        rect x=(px - 4.0) y=(py - 4.0) width="8" height="8" fill=(c) stroke="#ffffff" {
+            title { (Esc(&tip("p99", p99))) }
+        }
+        path d=(format!("M{tx} {}l5 8h-10Z", ty - 5.0)) fill=(c) stroke="#ffffff" {
+            title { (Esc(&tip("max", max))) }
+        }
+    }
 }
 
 /// The `p`th percentile of `sorted` (not empty): the nearest rank.

@@ -2,6 +2,8 @@
 
 use std::fmt::Write;
 
+use maud::{Markup, html};
+
 use super::*;
 
 /// Lines through points sorted by x, one per series, with markers, error bars and a
@@ -15,21 +17,21 @@ pub fn line_chart(
     opt: &LineOptions,
 ) -> Option<String> {
     let plot = line_plot(x_label, y_label, series, opt)?;
-    let mut s = plot.open(title, subtitle);
-    reference_lines(&mut s, &plot, opt);
     // Point labels placed so far, as (x0, x1, y0, y1) boxes.
     let mut placed: Vec<(f64, f64, f64, f64)> = Vec::new();
-    for (i, se) in series.iter().enumerate() {
-        series_line(&mut s, &plot, i, se, opt, &mut placed);
-    }
+    let lines: Vec<Markup> = (series.iter().enumerate())
+        .map(|(i, se)| series_line(&plot, i, se, opt, &mut placed))
+        .collect();
     // Legend, right of the plot: one swatch and name per series.
     let lx = plot.w - plot.right + 14.0;
-    for (i, se) in series.iter().enumerate() {
-        let y = plot.top + 8.0 + 18.0 * i as f64;
-        legend_row(&mut s, lx, y, i, &se.name);
-    }
-    s.push_str("</svg>");
-    Some(s)
+    let body = html! {
+        (reference_lines(&plot, opt))
+        @for l in &lines { (l) }
+        @for (i, se) in series.iter().enumerate() {
+            (legend_row(lx, plot.top + 8.0 + 18.0 * i as f64, i, &se.name))
+        }
+    };
+    Some(plot.svg(title, subtitle, body))
 }
 
 /// The geometry of a line chart: axes over every drawable point and its interval.
@@ -69,33 +71,29 @@ fn line_plot(x_label: &str, y_label: &str, series: &[Series], opt: &LineOptions)
 
 /// Reference lines, drawn first, under the data; labels alternate in height so that
 /// neighbouring lines (L1d and L1i) do not print on top of each other.
-fn reference_lines(s: &mut String, plot: &Plot, opt: &LineOptions) {
-    for (i, (v, label)) in opt.vlines.iter().enumerate() {
-        if !plot.x.drawable(*v) || *v < plot.x.min || *v > plot.x.max {
-            continue;
+fn reference_lines(plot: &Plot, opt: &LineOptions) -> Markup {
+    let shown = |v: f64| plot.x.drawable(v) && v >= plot.x.min && v <= plot.x.max;
+    html! {
+        @for (i, (v, label)) in opt.vlines.iter().enumerate().filter(|(_, (v, _))| shown(*v)) {
+            @let x = r1(plot.px(*v));
+            path d=(format!("M{x} {}V{}", plot.top, plot.h - plot.bottom)) stroke="#7a7a7a"
+                stroke-dasharray="3 3" {}
+            text x=(x + 3.0) y=(plot.top + 12.0 + 12.0 * (i % 3) as f64) fill="#555555"
+                font-size="10" stroke="#ffffff" stroke-width="3" paint-order="stroke" {
+                (Esc(label))
+            }
         }
-        let x = r1(plot.px(*v));
-        let y = plot.top + 12.0 + 12.0 * (i % 3) as f64;
-        let _ = write!(
-            s,
-            r##"<path d="M{x} {}V{}" stroke="#7a7a7a" stroke-dasharray="3 3"/><text x="{}" y="{y}" fill="#555555" font-size="10" stroke="#ffffff" stroke-width="3" paint-order="stroke">{}</text>"##,
-            plot.top,
-            plot.h - plot.bottom,
-            x + 3.0,
-            esc(label)
-        );
     }
 }
 
 /// Series `i`: its line, markers, error bars and point labels.
 fn series_line(
-    s: &mut String,
     plot: &Plot,
     i: usize,
     se: &Series,
     opt: &LineOptions,
     placed: &mut Vec<(f64, f64, f64, f64)>,
-) {
+) -> Markup {
     let c = color(i);
     let mut pts: Vec<&Point> = se
         .points
@@ -113,47 +111,42 @@ fn series_line(
         .filter(|(_, d)| **d == 0.0)
         .map(|(p, _)| p)
         .collect();
-    if on_line.len() >= 2 {
-        let d: Vec<String> = on_line
-            .iter()
-            .enumerate()
-            .map(|(j, p)| {
-                let cmd = if j == 0 { 'M' } else { 'L' };
-                format!("{cmd}{} {}", r1(plot.px(p.x)), r1(plot.py(p.y)))
-            })
-            .collect();
-        let _ = write!(
-            s,
-            r#"<path d="{}" fill="none" stroke="{c}" stroke-width="2"/>"#,
-            d.join("")
-        );
-    }
+    let line: String = (on_line.iter().enumerate())
+        .map(|(j, p)| {
+            let cmd = if j == 0 { 'M' } else { 'L' };
+            format!("{cmd}{} {}", r1(plot.px(p.x)), r1(plot.py(p.y)))
+        })
+        .collect();
+    let mut points = Vec::with_capacity(pts.len());
     for (p, dx) in pts.iter().zip(&dodge) {
         let (x, y) = (r1(plot.px(p.x) + dx), r1(plot.py(p.y)));
-        let clip = |v: f64| v.clamp(plot.y.min, plot.y.max);
-        if let (Some(lo), Some(hi)) = (p.lo.map(clip), p.hi.map(clip))
-            && plot.y.drawable(lo)
-            && plot.y.drawable(hi)
-        {
-            let (a, b) = (r1(plot.py(lo)), r1(plot.py(hi)));
-            let _ = write!(
-                s,
-                r#"<path d="M{x} {a}V{b}M{} {a}h8M{} {b}h8" stroke="{c}" fill="none"/>"#,
-                x - 4.0,
-                x - 4.0
-            );
-        }
-        let _ = write!(
-            s,
-            r##"<circle cx="{x}" cy="{y}" r="3.5" fill="{c}" stroke="#ffffff"><title>{}</title></circle>"##,
-            esc(&p.tip)
-        );
-        if opt.point_labels
-            && let Some(l) = &p.label
-        {
-            point_label(s, plot, i, (x, y), l, placed);
-        }
+        let label = (opt.point_labels)
+            .then_some(p.label.as_ref())
+            .flatten()
+            .map(|l| point_label(plot, i, (x, y), l, placed));
+        points.push(html! {
+            @if let Some((a, b)) = error_bar(plot, p) {
+                path d=(format!("M{x} {a}V{b}M{} {a}h8M{} {b}h8", x - 4.0, x - 4.0))
+                    stroke=(c) fill="none" {}
+            }
+            circle cx=(x) cy=(y) r="3.5" fill=(c) stroke="#ffffff" { title { (Esc(&p.tip)) } }
+            @if let Some(l) = label { (l) }
+        });
     }
+    html! {
+        @if on_line.len() >= 2 {
+            path d=(line) fill="none" stroke=(c) stroke-width="2" {}
+        }
+        @for p in &points { (p) }
+    }
+}
+
+/// The ends of a point's error bar in pixels (clipped to the y axis), where it has one
+/// that can be drawn.
+fn error_bar(plot: &Plot, p: &Point) -> Option<(f64, f64)> {
+    let clip = |v: f64| v.clamp(plot.y.min, plot.y.max);
+    let (lo, hi) = (clip(p.lo?), clip(p.hi?));
+    (plot.y.drawable(lo) && plot.y.drawable(hi)).then(|| (r1(plot.py(lo)), r1(plot.py(hi))))
 }
 
 /// Sideways pixel offsets of points sorted by x: 0 for the first at each x, then
@@ -174,13 +167,12 @@ fn dodges(pts: &[&Point]) -> Vec<f64> {
 
 /// The label of a point of series `i` drawn at `(x, y)`, clear of those `placed`.
 fn point_label(
-    s: &mut String,
     plot: &Plot,
     i: usize,
     (x, y): (f64, f64),
     l: &str,
     placed: &mut Vec<(f64, f64, f64, f64)>,
-) {
+) -> Markup {
     // Near the right edge the label goes left of the point, off the legend.
     let width = label_width(l);
     let (lx, anchor, x0) = if x > plot.w - plot.right - 30.0 {
@@ -210,13 +202,10 @@ fn point_label(
         .find(|&dy| clear(dy))
         .unwrap_or(near[0]);
     placed.push((x0, x0 + width, y + dy - 9.0, y + dy + 2.0));
-    let _ = write!(
-        s,
-        r##"<text x="{lx}" y="{}" text-anchor="{anchor}" fill="{}" font-size="9.5" stroke="#ffffff" stroke-width="3" paint-order="stroke">{}</text>"##,
-        y + dy,
-        color(i),
-        esc(l)
-    );
+    html! {
+        text x=(lx) y=(y + dy) text-anchor=(anchor) fill=(color(i)) font-size="9.5"
+            stroke="#ffffff" stroke-width="3" paint-order="stroke" { (Esc(l)) }
+    }
 }
 
 /// Scatter of `(x, y)` points; with `diagonal` both axes share one range and the line
@@ -270,20 +259,13 @@ pub fn scatter(
     } else {
         format!("n = {}", drawable.len())
     };
-    let mut s = plot.open(title, &subtitle);
-    if diagonal {
-        let (a, b) = (plot.x.min, plot.x.max);
-        let _ = write!(
-            s,
-            r##"<path d="M{} {}L{} {}" stroke="#888888" stroke-dasharray="5 4" fill="none"/><text x="{}" y="{}" fill="#666666" text-anchor="end">y = x</text>"##,
-            r1(plot.px(a)),
-            r1(plot.py(a)),
-            r1(plot.px(b)),
-            r1(plot.py(b)),
-            r1(plot.px(b)) - 34.0,
-            r1(plot.py(b)) + 12.0
-        );
-    }
+    let (a, b) = (plot.x.min, plot.x.max);
+    let (ax, ay, bx, by) = (
+        r1(plot.px(a)),
+        r1(plot.py(a)),
+        r1(plot.px(b)),
+        r1(plot.py(b)),
+    );
     // Zero-length subpaths with round caps render as dots: far smaller than a
     // <circle> per point, which matters with 10^5 thread creations.
     let mut d = String::new();
@@ -297,13 +279,16 @@ pub fn scatter(
     } else {
         0.7
     };
-    let _ = write!(
-        s,
-        r#"<path d="{d}" stroke="{}" stroke-opacity="{opacity}" stroke-width="3" stroke-linecap="round" fill="none"/>"#,
-        color(0)
-    );
-    s.push_str("</svg>");
-    Some(s)
+    let body = html! {
+        @if diagonal {
+            path d=(format!("M{ax} {ay}L{bx} {by}")) stroke="#888888" stroke-dasharray="5 4"
+                fill="none" {}
+            text x=(bx - 34.0) y=(by + 12.0) fill="#666666" text-anchor="end" { "y = x" }
+        }
+        path d=(d) stroke=(color(0)) stroke-opacity=(opacity) stroke-width="3"
+            stroke-linecap="round" fill="none" {}
+    };
+    Some(plot.svg(title, &subtitle, body))
 }
 
 /// A small inline strip for a table cell: a reference line at 1, the 95% interval as a
@@ -320,25 +305,19 @@ pub fn ci_strip(value: f64, lo: Option<f64>, hi: Option<f64>, range: (f64, f64))
         (_, Some(u)) if u < 1.0 => "#d55e00",
         _ => "#777777",
     };
-    let mut s = format!(
-        r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" class="strip"><path d="M{one} 1V{h1}" stroke="#999999" stroke-dasharray="2 2"/>"##,
-        one = x(1.0),
-        h1 = h - 1.0
-    );
-    if let (Some(l), Some(u)) = (lo, hi) {
-        let _ = write!(
-            s,
-            r#"<path d="M{} 8H{}" stroke="{col}" stroke-width="3" stroke-opacity="0.5"/>"#,
-            x(l),
-            x(u)
-        );
+    html! {
+        svg xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {w} {h}")) width=(w)
+            height=(h) class="strip" {
+            path d=(format!("M{} 1V{}", x(1.0), h - 1.0)) stroke="#999999"
+                stroke-dasharray="2 2" {}
+            @if let (Some(l), Some(u)) = (lo, hi) {
+                path d=(format!("M{} 8H{}", x(l), x(u))) stroke=(col) stroke-width="3"
+                    stroke-opacity="0.5" {}
+            }
+            circle cx=(x(value)) cy="8" r="3.5" fill=(col) {}
+        }
     }
-    let _ = write!(
-        s,
-        r#"<circle cx="{}" cy="8" r="3.5" fill="{col}"/></svg>"#,
-        x(value)
-    );
-    s
+    .into_string()
 }
 
 /// About how wide a point label of 9.5 px type is.

@@ -3,17 +3,18 @@
 //!
 //! Each chart is a pure function returning one `<svg>` element as a string, or `None`
 //! when there is nothing finite to draw: callers then write "not measured" instead of
-//! drawing empty axes. Styling is by presentation attributes, so a chart is also a valid
-//! stand-alone SVG file. Colours are the Okabe-Ito palette, readable with the common
+//! drawing empty axes. The markup is built with maud, as the rest of the page is, every
+//! text through [`Esc`]. Styling is by presentation attributes, so a chart is also a
+//! valid stand-alone SVG file. Colours are the Okabe-Ito palette, readable with the common
 //! colour-vision deficiencies.
 //!
 //! Here: scales, "nice" ticks and the plot frame shared by the charts; the charts of
 //! points and lines in `lines` ([`line_chart`], [`scatter`], [`ci_strip`]) and the
 //! distributions in `distributions` ([`cdf_chart`]).
 
-use std::fmt::Write;
+use maud::{Markup, html};
 
-use crate::fmt::{esc, shorten};
+use crate::fmt::{Esc, shorten};
 
 mod distributions;
 mod lines;
@@ -35,15 +36,11 @@ pub fn color(i: usize) -> &'static str {
 }
 
 /// One legend row at (`x`, `y`): series `i`'s swatch and its name, shortened.
-fn legend_row(s: &mut String, x: f64, y: f64, i: usize, name: &str) {
-    let _ = write!(
-        s,
-        r#"<path d="M{x} {y}h18" stroke="{}" stroke-width="3"/><text x="{}" y="{}">{}</text>"#,
-        color(i),
-        x + 24.0,
-        y + 4.0,
-        esc(&shorten(name, 22))
-    );
+fn legend_row(x: f64, y: f64, i: usize, name: &str) -> Markup {
+    html! {
+        path d=(format!("M{x} {y}h18")) stroke=(color(i)) stroke-width="3" {}
+        text x=(x + 24.0) y=(y + 4.0) { (Esc(&shorten(name, 22))) }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -273,74 +270,51 @@ impl Plot {
         self.h - self.bottom - self.y.frac(v) * (self.h - self.top - self.bottom)
     }
 
-    /// `<svg>` opening, title, subtitle, grid, ticks and axis labels.
-    fn open(&self, title: &str, subtitle: &str) -> String {
-        let mut s = String::new();
+    /// The whole chart: the `<svg>` element, its frame (title, subtitle, grid, ticks
+    /// and axis labels) and `body` drawn over the frame.
+    fn svg(&self, title: &str, subtitle: &str, body: Markup) -> String {
+        html! {
+            svg xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {} {}", self.w, self.h))
+                width=(self.w) height=(self.h) role="img" aria-label=(Esc(title))
+                font-family="sans-serif" font-size="11" {
+                (self.frame(title, subtitle))
+                (body)
+            }
+        }
+        .into_string()
+    }
+
+    /// Background, title, subtitle, grid, ticks and axis labels.
+    fn frame(&self, title: &str, subtitle: &str) -> Markup {
         let (x0, x1) = (self.left, self.w - self.right);
         let (y0, y1) = (self.h - self.bottom, self.top);
-        let _ = write!(
-            s,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="{t}" font-family="sans-serif" font-size="11">"#,
-            w = self.w,
-            h = self.h,
-            t = esc(title)
-        );
-        let _ = write!(
-            s,
-            r##"<rect x="0" y="0" width="{}" height="{}" fill="#ffffff"/>"##,
-            self.w, self.h
-        );
-        let _ = write!(
-            s,
-            r#"<text x="{x0}" y="16" font-size="13" font-weight="bold">{}</text>"#,
-            esc(title)
-        );
-        if !subtitle.is_empty() {
-            let _ = write!(
-                s,
-                r##"<text x="{x0}" y="30" fill="#555555">{}</text>"##,
-                esc(subtitle)
-            );
+        html! {
+            rect x="0" y="0" width=(self.w) height=(self.h) fill="#ffffff" {}
+            text x=(x0) y="16" font-size="13" font-weight="bold" { (Esc(title)) }
+            @if !subtitle.is_empty() {
+                text x=(x0) y="30" fill="#555555" { (Esc(subtitle)) }
+            }
+            @for &t in &self.x.ticks {
+                @let x = r1(self.px(t));
+                line x1=(x) y1=(y0) x2=(x) y2=(y1) stroke="#e4e4e4" {}
+                line x1=(x) y1=(y0) x2=(x) y2=(y0 + 4.0) stroke="#333333" {}
+                text x=(x) y=(y0 + 16.0) text-anchor="middle" { (Esc(&self.x.label_of(t))) }
+            }
+            @for &t in &self.y.ticks {
+                @let y = r1(self.py(t));
+                line x1=(x0) y1=(y) x2=(x1) y2=(y) stroke="#e4e4e4" {}
+                line x1=(x0 - 4.0) y1=(y) x2=(x0) y2=(y) stroke="#333333" {}
+                text x=(x0 - 6.0) y=(y + 4.0) text-anchor="end" { (Esc(&self.y.label_of(t))) }
+            }
+            path d=(format!("M{x0} {y1}V{y0}H{x1}")) fill="none" stroke="#333333" {}
+            text x=(r1((x0 + x1) / 2.0)) y=(self.h - 8.0) text-anchor="middle" {
+                (Esc(&axis_title(&self.x)))
+            }
+            text transform=(format!("translate(14 {}) rotate(-90)", r1((y0 + y1) / 2.0)))
+                text-anchor="middle" {
+                (Esc(&axis_title(&self.y)))
+            }
         }
-        for &t in &self.x.ticks {
-            let x = r1(self.px(t));
-            let _ = write!(
-                s,
-                r##"<line x1="{x}" y1="{y0}" x2="{x}" y2="{y1}" stroke="#e4e4e4"/><line x1="{x}" y1="{y0}" x2="{x}" y2="{}" stroke="#333333"/><text x="{x}" y="{}" text-anchor="middle">{}</text>"##,
-                y0 + 4.0,
-                y0 + 16.0,
-                esc(&self.x.label_of(t))
-            );
-        }
-        for &t in &self.y.ticks {
-            let y = r1(self.py(t));
-            let _ = write!(
-                s,
-                r##"<line x1="{x0}" y1="{y}" x2="{x1}" y2="{y}" stroke="#e4e4e4"/><line x1="{}" y1="{y}" x2="{x0}" y2="{y}" stroke="#333333"/><text x="{}" y="{}" text-anchor="end">{}</text>"##,
-                x0 - 4.0,
-                x0 - 6.0,
-                y + 4.0,
-                esc(&self.y.label_of(t))
-            );
-        }
-        let _ = write!(
-            s,
-            r##"<path d="M{x0} {y1}V{y0}H{x1}" fill="none" stroke="#333333"/>"##
-        );
-        let _ = write!(
-            s,
-            r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
-            r1((x0 + x1) / 2.0),
-            self.h - 8.0,
-            esc(&axis_title(&self.x))
-        );
-        let _ = write!(
-            s,
-            r#"<text transform="translate(14 {}) rotate(-90)" text-anchor="middle">{}</text>"#,
-            r1((y0 + y1) / 2.0),
-            esc(&axis_title(&self.y))
-        );
-        s
     }
 }
 
@@ -354,6 +328,11 @@ fn axis_title(a: &Axis) -> String {
 /// One decimal place is plenty for pixels and keeps the markup small.
 pub(crate) fn r1(v: f64) -> f64 {
     (v * 10.0).round() / 10.0
+}
+
+/// A pixel figure written with one decimal place, always (`12.0`).
+pub(crate) fn f1(v: f64) -> String {
+    format!("{v:.1}")
 }
 
 /// A point of a line chart, with an optional error bar and a hover text.
