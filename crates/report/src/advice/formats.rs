@@ -113,8 +113,9 @@ fn mark(says: Says) -> &'static str {
 /// figure has its own row (`marked`: how the table marks it), so that the figure is
 /// said once.
 fn because_above_its_row(a: &Advice, marked: &str) -> String {
-    match &a.because_words {
-        Some(words) if a.deciding().next().is_some() => format!("{words} (the row {marked})"),
+    match (&a.because_words, a.deciding().count()) {
+        (Some(words), 1) => format!("{words} (the row {marked})"),
+        (Some(words), n) if n > 1 => format!("{words} (the rows {marked})"),
         _ => a.because.clone(),
     }
 }

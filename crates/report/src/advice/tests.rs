@@ -164,6 +164,15 @@ fn a_single_thread_cost_beside_a_throughput_gain_depends_on_the_latency_target()
     assert_eq!(a.depends_on, [Dependence::TailLatencyTarget]);
     assert_eq!(a.answer, "it depends on the tail-latency target");
     assert_eq!(a.deciding().count(), 2);
+    // Above the table the reason points at both figures' rows instead of repeating them.
+    let t = text(std::slice::from_ref(&a), 200);
+    assert!(
+        t.contains("a busy sibling slows each one) (the rows marked *)"),
+        "{t}"
+    );
+    for r in a.deciding() {
+        assert_eq!(t.matches(&r.shown).count(), 1, "{t}");
+    }
     // A penalty within the noise changes nothing.
     let mut e2 = e.clone();
     e2.penalty.as_mut().unwrap().figure = fig(1.01, 0.98, 1.04);
