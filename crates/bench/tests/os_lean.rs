@@ -47,7 +47,14 @@ fn check_every_row(cpus: &[u32]) {
                 .sample(iterations)
                 .unwrap_or_else(|e| panic!("{}: sample: {e}", info.name));
             assert_eq!(s.work, iterations as f64, "{}", info.name);
-            assert!(s.elapsed_ns > s.overhead_ns, "{}: {s:?}", info.name);
+            if info.name == "sig-handler" {
+                // Its overhead is the loop of sends, clamped at the catching loop's time as
+                // lmbench clamps: on a busy machine a send loop of 50 signals that was
+                // interrupted once reaches it.
+                assert!(s.elapsed_ns >= s.overhead_ns, "{}: {s:?}", info.name);
+            } else {
+                assert!(s.elapsed_ns > s.overhead_ns, "{}: {s:?}", info.name);
+            }
             assert_eq!(
                 s.metrics.get(THREADS_METRIC),
                 Some(&1.0),
