@@ -11,7 +11,7 @@ use smtlab_model::counters::bandwidth::{DramBandwidth, correlation};
 
 use crate::counter_ratios::{CellRatios, RatioGroup, groups};
 use crate::fmt::{Esc, num, params};
-use crate::svg::{color, f1};
+use crate::svg::{color, f1, share_strip};
 
 /// Horizontal bars, one per `(label, value)`, scaled to the largest.
 fn bars(rows: &[(String, f64, String)]) -> Markup {
@@ -43,24 +43,16 @@ fn bars(rows: &[(String, f64, String)]) -> Markup {
 
 /// A stacked bar of top-down shares.
 fn stack(shares: &[(&str, f64)]) -> Markup {
-    let (w, h) = (260.0, 14.0);
-    let mut x = 0.0;
-    let mut parts = Vec::new();
-    for (i, (name, share)) in shares.iter().enumerate() {
-        let width = w * share.clamp(0.0, 1.0);
-        parts.push(html! {
-            rect x=(f1(x)) y="0" width=(f1(width)) height=(h) fill=(color(i)) {
-                title { (name) " " (format!("{:.1}", 100.0 * share)) "%" }
-            }
-        });
-        x += width;
-    }
-    html! {
-        svg xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {w} {h}")) width=(w)
-            height=(h) class="strip" {
-            @for p in &parts { (p) }
-        }
-    }
+    let parts: Vec<(String, usize, f64)> = (shares.iter().enumerate())
+        .map(|(i, (name, share))| {
+            (
+                format!("{name} {:.1}%", 100.0 * share),
+                i,
+                share.clamp(0.0, 1.0),
+            )
+        })
+        .collect();
+    share_strip(260.0, &parts)
 }
 
 fn ratio_figures(g: &RatioGroup) -> Markup {

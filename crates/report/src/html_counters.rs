@@ -12,7 +12,7 @@ use smtlab_model::{CellRecord, RunResults};
 use crate::counters::{Headline, count, duration_ns};
 use crate::fmt::{num, params};
 use crate::html_parts::Absent;
-use crate::svg::{color, f1};
+use crate::svg::{color, f1, share_strip};
 use crate::units::Column;
 
 fn label(c: &CellRecord) -> String {
@@ -141,29 +141,15 @@ fn stack(t: &CpuTicks, plot_h: f64, part: impl Fn(f64, f64, &str, usize, f64) ->
 
 /// A horizontal bar of the phase's ticks split by category.
 fn stacked_bar(t: &CpuTicks) -> Markup {
-    let (w, h) = (220.0, 14.0);
     let total = t.total();
-    let mut x = 0.0;
-    let mut drawn = Vec::new();
-    for ((name, col), ticks) in PARTS.iter().zip(parts(t)) {
-        if ticks == 0 || total == 0 {
-            continue;
-        }
-        let width = w * ticks as f64 / total as f64;
-        let share = 100.0 * ticks as f64 / total as f64;
-        drawn.push(html! {
-            rect x=(f1(x)) y="0" width=(f1(width)) height=(h) fill=(color(*col)) {
-                title { (name) " " (format!("{share:.0}")) "%" }
-            }
-        });
-        x += width;
-    }
-    html! {
-        svg xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {w} {h}")) width=(w)
-            height=(h) class="strip" {
-            @for d in &drawn { (d) }
-        }
-    }
+    let parts: Vec<(String, usize, f64)> = (PARTS.iter().zip(parts(t)))
+        .filter(|(_, ticks)| *ticks > 0 && total > 0)
+        .map(|((name, col), ticks)| {
+            let share = ticks as f64 / total as f64;
+            (format!("{name} {:.0}%", 100.0 * share), *col, share)
+        })
+        .collect();
+    share_strip(220.0, &parts)
 }
 
 /// The cells of one phase's row after the cell and CPU columns.

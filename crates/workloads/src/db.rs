@@ -128,12 +128,11 @@ pub(crate) mod testutil {
     ) -> Result<CellCost, BenchError> {
         let params = params(bench, given, false)?;
         let topo = topology();
-        let client = None;
         bench.cost(&BenchContext {
             params: &params,
             placement,
             topology: &topo,
-            client,
+            client: None,
         })
     }
 

@@ -330,6 +330,29 @@ pub(crate) fn r1(v: f64) -> f64 {
     (v * 10.0).round() / 10.0
 }
 
+/// A strip `w` pixels wide split left to right into `parts`: each its hover text,
+/// colour index and width as a share of the strip (0 to 1).
+pub(crate) fn share_strip(w: f64, parts: &[(String, usize, f64)]) -> Markup {
+    let h = 14.0;
+    let mut x = 0.0;
+    let mut rects = Vec::with_capacity(parts.len());
+    for (tip, col, share) in parts {
+        let width = w * share;
+        rects.push(html! {
+            rect x=(f1(x)) y="0" width=(f1(width)) height=(h) fill=(color(*col)) {
+                title { (tip) }
+            }
+        });
+        x += width;
+    }
+    html! {
+        svg xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {w} {h}")) width=(w)
+            height=(h) class="strip" {
+            @for r in &rects { (r) }
+        }
+    }
+}
+
 /// A pixel figure written with one decimal place, always (`12.0`).
 pub(crate) fn f1(v: f64) -> String {
     format!("{v:.1}")
