@@ -25,6 +25,10 @@
 #                    target/release/smtlab, both built if missing)
 #   PLACEMENT=spec   smtlab placement (default 1c1t); must be one CPU
 #   PAIRS=n          smtlab/reference pairs per row (default 5)
+#   FORK_PAIRS=n     pairs per fork row (default 21): where each process's libraries
+#                    and stack land (address randomisation) decides how many code and
+#                    stack pages a fork's child and parent fault in, one or two more or
+#                    fewer per fork, so one pair's ratio scatters by +-7% on its own
 #   STAT=min|median  figure of one run (default min: on a shared machine interruptions
 #                    only ever add time, so the fastest sample is the steadiest figure;
 #                    for sig-handler the fastest catching loop minus the fastest sending
@@ -32,20 +36,21 @@
 #   BATCHES=n, BATCH_MS=ms   the reference's batches (default 30 of 10 ms)
 #   TOLERANCE=f      relative difference accepted (default 0.05)
 #   GROW_MB=n        the fork rows' forking process holds n MiB more of touched memory
-#                    (smtlab's `--param grow_mb=n`), to match a larger reference process;
-#                    every fork sample states the forking process's size
-#                    (`forking_rss_bytes`, `forking_mappings` in smtlab's JSON)
+#                    (smtlab's `--param grow_mb=n`); the reference grows to the size
+#                    smtlab's samples state (`forking_mappings`, `forking_anon_bytes` in
+#                    its JSON), so the fork rows compare processes of one size
 #   PERF=1|path      also hold null-syscall and pipe-latency against `perf bench syscall
 #                    basic` and `perf bench sched pipe` (taskset to the same CPU); perf
 #                    prints a mean over its whole run, compared with smtlab's median
 # Prints a table: benchmark, smtlab ns, reference ns, ratio, within tolerance. Exit
 # status: 0 if every row is within the tolerance, 1 if one is not, 2 if a tool is
-# missing or fails. The whole table takes about 3-5 minutes with the defaults.
+# missing or fails. The whole table takes about 5-7 minutes with the defaults.
 set -euo pipefail
 
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 PLACEMENT=${PLACEMENT:-1c1t}
 PAIRS=${PAIRS:-5}
+FORK_PAIRS=${FORK_PAIRS:-21}
 STAT=${STAT:-min}
 BATCHES=${BATCHES:-30}
 BATCH_MS=${BATCH_MS:-10}
@@ -61,7 +66,10 @@ command -v gcc >/dev/null || die "gcc is needed to build the reference"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 REF=$WORK/ref
-gcc -O2 -Wall -o "$REF" "$ROOT/scripts/accuracy-os/ref.c" || die "gcc could not build the reference"
+# Bound at load (-z now), as smtlab's binaries are: with lazy binding each forked child
+# would run the dynamic linker to find `_exit`, about 10 us per fork-exit that is not
+# the fork's.
+gcc -O2 -Wall -Wl,-z,now -o "$REF" "$ROOT/scripts/accuracy-os/ref.c" || die "gcc could not build the reference"
 
 SMTLAB=${SMTLAB:-$ROOT/target/release/smtlab}
 if [[ ! -x "$SMTLAB" || ! -x "$(dirname "$SMTLAB")/smtlab-os-child" ]] && [[ $SMTLAB == "$ROOT/target/release/smtlab" ]]; then
@@ -80,8 +88,9 @@ if [[ -n "$PERF" && "$PERF" != 0 ]]; then
         die "PERF=$PERF: no perf that runs 'perf bench' here"
 fi
 
-# The one place that knows the results JSON (smtlab.results/1): prints "CPU MIN MEDIAN"
-# of the first cell: the CPU of its placement, its fastest sample and its median.
+# The one place that knows the results JSON (smtlab.results/1): prints "CPU MIN MEDIAN
+# MAPPINGS ANON_KIB" of the first cell: the CPU of its placement, its fastest sample, its
+# median, and for a fork row the forking process's size (0 0 for other rows).
 smtlab_figures() {
     python3 -c '
 import json, statistics, sys
@@ -93,20 +102,22 @@ if cell is None:
 samples = cell["result"]["samples"]
 values = [s["value"] for s in samples]
 fastest = min(values)
+m = [s.get("metrics", {}) for s in samples]
 if name == "sig-handler":
     # The fastest difference would favour a sample whose sending loop was disturbed:
     # fastest catching loop minus fastest sending loop, as the reference does.
-    m = [s.get("metrics", {}) for s in samples]
     if all("send_and_catch_ns" in x and "send_ns" in x for x in m):
         fastest = min(x["send_and_catch_ns"] for x in m) - min(x["send_ns"] for x in m)
-threads = {s.get("metrics", {}).get("measuring_process_threads") for s in cell["result"]["samples"]}
+threads = {x.get("measuring_process_threads") for x in m}
 if threads != {1.0}:
     print("accuracy-os: %s: the measuring process did not report one thread (%s)" % (name, sorted(threads, key=str)), file=sys.stderr)
-print(cell["placement"]["cpus"][0], fastest, statistics.median(values))
+maps = max((x.get("forking_mappings", 0) for x in m), default=0)
+anon_kib = max((x.get("forking_anon_bytes", 0) for x in m), default=0) / 1024
+print(cell["placement"]["cpus"][0], fastest, statistics.median(values), int(maps), int(anon_kib))
 ' "$1"
 }
 
-# One smtlab run of row $1: "CPU MIN MEDIAN".
+# One smtlab run of row $1: "CPU MIN MEDIAN MAPPINGS ANON_KIB".
 smtlab_run() {
     local out
     local grow=()
@@ -116,9 +127,15 @@ smtlab_run() {
     smtlab_figures "$1" <<<"$out" || die "cannot read smtlab's result for $1"
 }
 
-# One reference run of row $1 on CPU $2: "MIN MEDIAN".
+# One reference run of row $1 on CPU $2: "MIN MEDIAN". A fork row's reference first
+# grows to the size of smtlab's forking process ($3 mappings, $4 KiB anonymous): fork
+# time grows with the mappings and anonymous pages copied, so only processes of one
+# size compare.
 ref_run() {
-    "$REF" "$1" "$2" "$BATCHES" "$BATCH_MS" || die "the reference failed on $1"
+    local grow=()
+    [[ $1 == fork-* && ${3:-0} -gt 0 ]] && grow=("$3" "$4")
+    "$REF" "$1" "$2" "$BATCHES" "$BATCH_MS" "${grow[@]}" 2>>"$WORK/ref.log" ||
+        die "the reference failed on $1: $(tail -n 1 "$WORK/ref.log")"
 }
 
 # "usecs/op" of a `perf bench` run on CPU $1, in ns, printed twice (as MIN and MEDIAN).
@@ -139,15 +156,15 @@ pick() { # $1 = "MIN MEDIAN" -> the STAT one
 compare() {
     local row=$1 label=$2 kind=$3
     shift 3
-    local s r ratios=() ss=() rs=() i cpu fig sv rv
-    for ((i = 0; i < PAIRS; i++)); do
-        fig=$(smtlab_run "$row")
-        cpu=${fig%% *}
+    local s r ratios=() ss=() rs=() i cpu fastest median maps anon sv rv pairs=$PAIRS
+    [[ $row == fork-* ]] && pairs=$FORK_PAIRS
+    for ((i = 0; i < pairs; i++)); do
+        read -r cpu fastest median maps anon <<<"$(smtlab_run "$row")"
         if [[ $kind == ref ]]; then
-            sv=$(pick "${fig#* }")
-            rv=$(pick "$(ref_run "$row" "$cpu")")
+            sv=$(pick "$fastest $median")
+            rv=$(pick "$(ref_run "$row" "$cpu" "$maps" "$anon")")
         else
-            sv=${fig##* } # perf gives a mean: compare smtlab's median
+            sv=$median # perf gives a mean: compare smtlab's median
             rv=$(perf_run "$cpu" "$@")
             rv=${rv%% *}
         fi
@@ -161,12 +178,12 @@ label, n = sys.argv[1], int(sys.argv[2])
 v = [float(x) for x in sys.argv[3:]]
 s, r, q = v[:n], v[n:2 * n], v[2 * n:]
 print(label, statistics.median(s), statistics.median(r), statistics.median(q), " ".join("%.3f" % x for x in q))
-' "$label" "$PAIRS" "${ss[@]}" "${rs[@]}" "${ratios[@]}"
+' "$label" "$pairs" "${ss[@]}" "${rs[@]}" "${ratios[@]}"
 }
 
 ROWS=("$@")
 [[ ${#ROWS[@]} -gt 0 ]] || ROWS=("${ALL_ROWS[@]}")
-echo "accuracy-os: $(uname -r), smtlab $SMTLAB placement $PLACEMENT, $PAIRS pairs per row, $STAT of each run, reference $BATCHES x ${BATCH_MS} ms" >&2
+echo "accuracy-os: $(uname -r), smtlab $SMTLAB placement $PLACEMENT, $PAIRS pairs per row ($FORK_PAIRS per fork row), $STAT of each run, reference $BATCHES x ${BATCH_MS} ms" >&2
 TABLE=$(
     for row in "${ROWS[@]}"; do
         compare "$row" "$row" ref

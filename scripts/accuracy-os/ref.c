@@ -4,16 +4,21 @@
  * Each row does per iteration exactly what smtlab's row of the same name does (see
  * the modules of crates/bench/src/os), so the two figures can be held side by side.
  *
- * Usage: ref BENCH CPU [BATCHES [BATCH_MS]]
+ * Usage: ref BENCH CPU [BATCHES [BATCH_MS [MAPPINGS ANON_KIB]]]
  *   BENCH    null-syscall read write stat fstat open-close select-file select-tcp
  *            sig-install sig-handler pipe-latency fork-exit fork-exec fork-sh
  *   CPU      the CPU this process (and its children) run on
  *   BATCHES  timed batches (default 30); BATCH_MS each batch's length (default 10):
  *            smtlab's default sample count and length
+ *   MAPPINGS ANON_KIB  grow this process first to at least that many mappings and that
+ *            many KiB of anonymous resident memory (`RssAnon`): a fork copies the
+ *            page-table entries of anonymous pages and every mapping, so a fork row is
+ *            held against smtlab's only at the same size (its `forking_mappings` and
+ *            `forking_anon_bytes`); prints the size reached to standard error
  * Prints "MIN MEDIAN": the fastest batch and the median batch, in nanoseconds per
  * operation (sig-handler: fastest catching minus fastest sending batch, and the median of
  * the per-batch differences). The batch size is calibrated first (doubling until a batch takes BATCH_MS).
- * Build: gcc -O2 -o ref ref.c
+ * Build: gcc -O2 -Wl,-z,now -o ref ref.c (bound at load, as smtlab's binaries are)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -264,16 +270,72 @@ static void tcp_sockets(int n)
 	nsel = n;
 }
 
+/* This process's mappings (lines of its maps) and anonymous resident KiB. */
+static void own_size(long *maps, long *anon_kib)
+{
+	char line[512];
+	FILE *f = fopen("/proc/self/maps", "r");
+	if (!f)
+		die("/proc/self/maps");
+	for (*maps = 0; fgets(line, sizeof line, f);)
+		*maps += strchr(line, '\n') != NULL;
+	fclose(f);
+	if (!(f = fopen("/proc/self/status", "r")))
+		die("/proc/self/status");
+	for (*anon_kib = 0; fgets(line, sizeof line, f);)
+		sscanf(line, "RssAnon: %ld", anon_kib);
+	fclose(f);
+}
+
+/* One new anonymous mapping of `pages` pages, every page touched. */
+static void touched_pages(long pages)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	char *p = mmap(NULL, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		die("mmap");
+	for (long i = 0; i < pages; i++)
+		p[i * page] = 1;
+}
+
+/*
+ * Grows this process to at least `maps` mappings and `anon_kib` KiB of anonymous
+ * memory. Mappings first: a region reserved without access, one page in two of it
+ * opened and touched, each splitting the region (two mappings more, one holding a
+ * page, as a process's data and guard mappings do); then memory, in one mapping.
+ */
+static void grow_to(long maps, long anon_kib)
+{
+	long page = sysconf(_SC_PAGESIZE), have_maps, have_anon;
+	own_size(&have_maps, &have_anon);
+	long need = maps > have_maps ? maps - have_maps : 0;
+	char *region = mmap(NULL, (2 * need + 2) * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (region == MAP_FAILED)
+		die("mmap");
+	for (long i = 1; have_maps < maps && i < 2 * need + 2; i += 2) {
+		if (mprotect(region + i * page, page, PROT_READ | PROT_WRITE))
+			die("mprotect");
+		region[i * page] = 1;
+		own_size(&have_maps, &have_anon);
+	}
+	if (anon_kib > have_anon)
+		touched_pages((anon_kib - have_anon + 3) * 1024 / page);
+	own_size(&have_maps, &have_anon);
+	fprintf(stderr, "ref: grown to %ld mappings, %ld KiB anonymous\n", have_maps, have_anon);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: ref BENCH CPU [BATCHES [BATCH_MS]]\n");
+		fprintf(stderr, "usage: ref BENCH CPU [BATCHES [BATCH_MS [MAPPINGS ANON_KIB]]]\n");
 		return 2;
 	}
 	const char *bench = argv[1];
 	int cpu = atoi(argv[2]);
 	int batches = argc > 3 ? atoi(argv[3]) : 30;
 	double batch_ms = argc > 4 ? atof(argv[4]) : 10;
+	if (argc > 6)
+		grow_to(atol(argv[5]), atol(argv[6]));
 	cpu_set_t set;
 	CPU_ZERO(&set);
 	CPU_SET(cpu, &set);

@@ -281,6 +281,9 @@ pub mod limit {
 pub mod fork {
     /// Metric: the forking process's resident set (`VmRSS`), in bytes.
     pub const FORKING_RSS_BYTES: &str = "forking_rss_bytes";
+    /// Metric: the anonymous part of that resident set (`RssAnon`), in bytes: the pages
+    /// whose page-table entries a fork copies (file pages are mapped again on demand).
+    pub const FORKING_ANON_BYTES: &str = "forking_anon_bytes";
     /// Metric: the forking process's memory mappings (lines of its maps).
     pub const FORKING_MAPPINGS: &str = "forking_mappings";
 }

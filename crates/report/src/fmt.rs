@@ -363,7 +363,7 @@ pub fn at_limit(cell: &smtlab_model::CellRecord) -> Option<String> {
 }
 
 /// The size of the process a fork row forked from, as its samples state it (the
-/// largest): `forking process 1.9 MiB resident, 52 mappings`.
+/// largest): `forking process 1.9 MiB resident (160 KiB anonymous), 52 mappings`.
 pub fn fork_size(cell: &smtlab_model::CellRecord) -> Option<String> {
     use smtlab_model::metrics::fork;
     let most = |name: &str| {
@@ -371,11 +371,14 @@ pub fn fork_size(cell: &smtlab_model::CellRecord) -> Option<String> {
         values.into_iter().reduce(f64::max)
     };
     let rss = most(fork::FORKING_RSS_BYTES)?;
+    let anon = most(fork::FORKING_ANON_BYTES)
+        .map(|a| format!(" ({:.0} KiB anonymous)", a / 1024.0))
+        .unwrap_or_default();
     let maps = most(fork::FORKING_MAPPINGS)
         .map(|m| format!(", {m:.0} mappings"))
         .unwrap_or_default();
     Some(format!(
-        "forking process {:.1} MiB resident{maps}",
+        "forking process {:.1} MiB resident{anon}{maps}",
         rss / (1u64 << 20) as f64
     ))
 }
@@ -430,6 +433,18 @@ mod tests {
         assert_eq!(
             fork_size(&c).as_deref(),
             Some("forking process 3.0 MiB resident, 52 mappings")
+        );
+        let c = cell_with(
+            &[
+                (fork::FORKING_RSS_BYTES, 3.0 * 1048576.0),
+                (fork::FORKING_ANON_BYTES, 160.0 * 1024.0),
+                (fork::FORKING_MAPPINGS, 31.0),
+            ],
+            "ns",
+        );
+        assert_eq!(
+            fork_size(&c).as_deref(),
+            Some("forking process 3.0 MiB resident (160 KiB anonymous), 31 mappings")
         );
     }
 

@@ -7,7 +7,7 @@
 //! system calls through `syscall(2)`, atomics in a shared mapping, `execve`, `_exit`.
 
 use std::io;
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use smtlab_placement::pin::CpuMask;
 
@@ -68,6 +68,7 @@ pub(super) use smtlab_control::fork::child_exit;
 ///
 /// # Safety
 /// `child` may only do async-signal-safe work (see the module documentation).
+#[inline(always)]
 pub(super) unsafe fn fork_with(child: impl FnOnce()) -> io::Result<libc::pid_t> {
     // SAFETY: the caller guarantees that the child only runs async-signal-safe code.
     unsafe {
@@ -151,14 +152,15 @@ pub(super) fn check_children_reapable(bench: &str) -> Result<(), BenchError> {
 }
 
 /// A page shared with forked children, so a child can report the CPU it ran on without
-/// a pipe: the parent raises `report` before the fork whose child should answer.
+/// a pipe. Only the child asked to answer touches it: a shared page is not copied into
+/// the child at fork, so reading it would cost every child a page fault that a bare
+/// fork and exit does not pay.
 pub(super) struct Mailbox {
     ptr: std::ptr::NonNull<MailboxData>,
 }
 
 #[repr(C)]
 pub(super) struct MailboxData {
-    pub report: AtomicU32,
     pub cpu: AtomicI32,
 }
 

@@ -13,8 +13,9 @@
 //!   command of `-c` in place, so usually one fork and two execs.
 //!
 //! Fork time grows with the forking process's size, so every sample states it: the
-//! metrics `forking_rss_bytes` (its `VmRSS`) and `forking_mappings` (its mappings), read
-//! from its own `/proc/self` after the timed loop. `grow_mb=N` makes the forking
+//! metrics `forking_rss_bytes` (its `VmRSS`), `forking_anon_bytes` (its `RssAnon`, the
+//! pages whose page-table entries a fork copies) and `forking_mappings` (its mappings),
+//! read from its own `/proc/self` after the timed loop. `grow_mb=N` makes the forking
 //! process hold N MiB more of touched memory, to match another tool's process (lmbench's
 //! `lat_proc` forks a process larger than the lean measurement process).
 //!
@@ -197,28 +198,38 @@ struct ForkInstance {
     _grown: Vec<u8>,
 }
 
-/// The forking process's resident bytes and mapping count, from its own `/proc/self`;
-/// `None` for a figure the kernel does not show.
-fn own_size() -> (Option<f64>, Option<f64>) {
-    let rss = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| vm_rss_bytes(&s));
+/// The forking process's size from its own `/proc/self`, as (metric, value) pairs; a
+/// figure the kernel does not show is left out.
+fn own_size() -> Vec<(&'static str, f64)> {
+    use smtlab_model::metrics::fork;
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let maps = std::fs::read_to_string("/proc/self/maps")
         .ok()
         .map(|m| m.lines().count() as f64);
-    (rss, maps)
+    [
+        (fork::FORKING_RSS_BYTES, status_bytes(&status, "VmRSS:")),
+        (fork::FORKING_ANON_BYTES, status_bytes(&status, "RssAnon:")),
+        (fork::FORKING_MAPPINGS, maps),
+    ]
+    .into_iter()
+    .filter_map(|(metric, v)| Some((metric, v?)))
+    .collect()
 }
 
-/// `VmRSS:    1234 kB` of a status file, in bytes.
-fn vm_rss_bytes(status: &str) -> Option<f64> {
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+/// A `Key:    1234 kB` line of a status file, in bytes.
+fn status_bytes(status: &str, key: &str) -> Option<f64> {
+    let line = status.lines().find(|l| l.starts_with(key))?;
     let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024.0)
 }
 
-/// A child's life: pin, report the CPU when asked, exec or exit. Async-signal-safe only.
+/// A child's life: pin, report the CPU when asked (`report`, decided before the fork),
+/// exec or exit. Async-signal-safe only. Inlined into the forking loop (see
+/// `smtlab_control::fork::fork_with`: each code page a child runs costs it a fault).
+#[inline(always)]
 fn run_child(
     pin: Option<&ChildPin>,
+    report: bool,
     mailbox: &child::MailboxData,
     exec: Option<(
         &CStr,
@@ -231,7 +242,7 @@ fn run_child(
     {
         child::child_exit(child::EXIT_PIN_FAILED);
     }
-    if mailbox.report.load(Ordering::Relaxed) != 0 {
+    if report {
         mailbox.cpu.store(child::raw_getcpu(), Ordering::Relaxed);
     }
     if let Some((path, argv, envp)) = exec {
@@ -257,7 +268,6 @@ impl Instance for ForkInstance {
             _ => TRUE,
         });
         let mailbox = self.mailbox.get();
-        mailbox.report.store(0, Ordering::Relaxed);
         mailbox.cpu.store(-1, Ordering::Relaxed);
         let pin = self.pin.as_ref();
         let mut left = iterations;
@@ -266,12 +276,10 @@ impl Instance for ForkInstance {
 
         let result = time_loop(self.cpus.parent, iterations, || {
             left -= 1;
-            if left == 0 {
-                mailbox.report.store(1, Ordering::Relaxed);
-            }
+            let report = left == 0;
             // SAFETY: run_child only makes raw system calls, atomic stores to the shared
             // page, execve with arrays built above, and _exit.
-            let pid = unsafe { child::fork_with(|| run_child(pin, mailbox, exec)) }
+            let pid = unsafe { child::fork_with(|| run_child(pin, report, mailbox, exec)) }
                 .map_err(|e| BenchError::io(name, "fork", e))?;
             last_pid = Some(pid);
             let exit = child::wait_child(pid)
@@ -320,15 +328,8 @@ impl Instance for ForkInstance {
             }
             s.cpus.push(child_cpu);
         }
-        let (rss, maps) = own_size();
-        use smtlab_model::metrics::fork;
-        for (metric, v) in [
-            (fork::FORKING_RSS_BYTES, rss),
-            (fork::FORKING_MAPPINGS, maps),
-        ] {
-            if let Some(v) = v {
-                s.metrics.insert(metric.into(), v);
-            }
+        for (metric, v) in own_size() {
+            s.metrics.insert(metric.into(), v);
         }
         Ok(s)
     }
@@ -379,8 +380,11 @@ mod tests {
             }
             let mut inst = testutil::with_ctx(&info, &[0], |ctx| b.instance(ctx).unwrap());
             let s = inst.sample(2).unwrap();
-            assert!(s.metrics[smtlab_model::metrics::fork::FORKING_MAPPINGS] > 1.0);
-            s.metrics[smtlab_model::metrics::fork::FORKING_RSS_BYTES]
+            use smtlab_model::metrics::fork;
+            assert!(s.metrics[fork::FORKING_MAPPINGS] > 1.0);
+            let anon = s.metrics[fork::FORKING_ANON_BYTES];
+            assert!(anon > 0.0 && anon <= s.metrics[fork::FORKING_RSS_BYTES]);
+            s.metrics[fork::FORKING_RSS_BYTES]
         };
         let small = rss("0");
         let grown = rss("64");
@@ -389,11 +393,10 @@ mod tests {
             grown - small > 48.0 * (1 << 20) as f64,
             "{small} -> {grown} bytes"
         );
-        assert_eq!(
-            vm_rss_bytes("Name: x\nVmRSS:\t  1500 kB\n"),
-            Some(1_536_000.0)
-        );
-        assert_eq!(vm_rss_bytes("Name: x\n"), None);
+        let status = "Name: x\nVmRSS:\t  1500 kB\nRssAnon:\t 100 kB\n";
+        assert_eq!(status_bytes(status, "VmRSS:"), Some(1_536_000.0));
+        assert_eq!(status_bytes(status, "RssAnon:"), Some(102_400.0));
+        assert_eq!(status_bytes("Name: x\n", "VmRSS:"), None);
     }
 
     #[test]
