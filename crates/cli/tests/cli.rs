@@ -742,6 +742,13 @@ mod runs {
         );
         let stderr = String::from_utf8(out.stderr).unwrap();
         assert!(stderr.contains("run 1 finished"), "{stderr}");
+        // Where the time went: each benchmark's row, c2c-latency's skipped cell said.
+        assert!(
+            stderr.contains("where it went and what it bought"),
+            "{stderr}"
+        );
+        let c2c = stderr.lines().find(|l| l.starts_with("c2c-latency "));
+        assert!(c2c.is_some_and(|l| l.contains(" 1/2 ")), "{stderr}");
 
         let runs = listing(&db);
         assert_eq!(runs.len(), 1);

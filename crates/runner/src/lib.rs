@@ -68,6 +68,7 @@ pub mod observer;
 pub mod plan;
 pub mod rounds;
 pub mod session;
+pub mod spent;
 /// Statistics live in the model crate so the report can use them; re-exported here.
 pub use smtlab_model::stats;
 /// The benchmarks that commands build (a user's command, a co-run pair, an open-loop

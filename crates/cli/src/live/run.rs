@@ -14,6 +14,7 @@ use smtlab_runner::eta::Eta;
 use smtlab_runner::experiment::ExperimentError;
 use smtlab_runner::plan::Estimate;
 use smtlab_runner::session::{Ended, Measured, SessionObserver};
+use smtlab_runner::spent::TimeSpent;
 use smtlab_store::{Lease, Store};
 
 use crate::args::RunArgs;
@@ -52,6 +53,8 @@ pub struct RunSaver<'a> {
     pub error: Option<anyhow::Error>,
     /// The time left, from the plan and the pace of the cells done so far.
     eta: Eta,
+    /// Where the time went, group by group, said at the end.
+    spent: TimeSpent,
     /// Each skip reason in full once.
     skipped_lines: render::run::SkippedLines,
     started: Instant,
@@ -91,7 +94,7 @@ impl SessionObserver for RunSaver<'_> {
         self.measured += 1;
         let moved = cell.result.disturbance.as_ref();
         self.moved += usize::from(moved.is_some_and(|d| !d.handoff_changed.is_empty()));
-        self.cell_done(&cell.key());
+        self.cell_done(&cell.key(), Some(&cell.result));
         ControlFlow::Continue(())
     }
 
@@ -104,7 +107,7 @@ impl SessionObserver for RunSaver<'_> {
             return ControlFlow::Break(());
         }
         self.skipped += 1;
-        self.cell_done(&s.key);
+        self.cell_done(&s.key, None);
         ControlFlow::Continue(())
     }
 }
@@ -175,6 +178,7 @@ impl<'a> RunSaver<'a> {
             moved: 0,
             error: None,
             eta: Eta::new(estimate),
+            spent: TimeSpent::new(estimate),
             skipped_lines: Default::default(),
             started: Instant::now(),
         }
@@ -194,8 +198,10 @@ impl<'a> RunSaver<'a> {
         ));
     }
 
-    fn cell_done(&mut self, key: &CellKey) {
-        self.eta.cell_done(key, self.elapsed_ns());
+    fn cell_done(&mut self, key: &CellKey, result: Option<&smtlab_model::CellResult>) {
+        let now = self.elapsed_ns();
+        self.eta.cell_done(key, now);
+        self.spent.cell_done(key, now, result);
         self.bar.inc(1);
         self.show(String::new());
     }
@@ -218,6 +224,7 @@ pub fn end(
         skipped,
         moved,
         error,
+        spent,
         ..
     } = saver;
     let error = error.or(measured.err().map(anyhow::Error::from));
@@ -254,6 +261,10 @@ pub fn end(
     store.finish_run(run_id, RunStatus::Finished, unix_now_s())?;
     drop(lease);
     print_stored(store, run_id, args)?;
+    let spent = render::plan::spent(&spent, term_layout());
+    if !spent.is_empty() {
+        crate::term::note(spent.trim_end());
+    }
     let done = format!(
         "run {run_id} finished: {n_measured} cells measured, {skipped} skipped. Report: smtlab report {run_id}{db} -o report.html"
     );

@@ -3,6 +3,7 @@
 
 use smtlab_report::table::{Layout, Table, wrap};
 use smtlab_runner::plan::{Estimate, GroupEstimate, bytes_text};
+use smtlab_runner::spent::TimeSpent;
 
 /// `12.3 s`, `4m 10s`, `1h 02m`.
 pub fn duration_text(ns: u64) -> String {
@@ -158,6 +159,68 @@ pub fn text(e: &Estimate, layout: Layout) -> String {
     out
 }
 
+/// The groups `run` names at its end, the longest first; the rest in one line.
+const SPENT_SHOWN: usize = 8;
+
+/// Where a run's time went and what it bought, said at its end: the whole time against
+/// the plan, then a row per group that took the most (time, share, and its cells
+/// measured, samples, widest 95% interval, cells not converged), the rest in one row.
+pub fn spent(t: &TimeSpent, layout: Layout) -> String {
+    let (spent_ns, planned_ns) = t.totals_ns();
+    let groups = t.by_time();
+    if groups.is_empty() {
+        return String::new();
+    }
+    let share = |ns: u64| format!("{:.0}%", 100.0 * ns as f64 / spent_ns.max(1) as f64);
+    let mut table = Table::new([
+        "Benchmark",
+        "Parameters",
+        "Time",
+        "Share",
+        "Cells",
+        "Samples",
+        "+-95%",
+        "Unconverged",
+    ])
+    .shrink(1);
+    for g in groups.iter().take(SPENT_SHOWN) {
+        let cells = match g.skipped {
+            0 => g.measured.to_string(),
+            n => format!("{}/{}", g.measured, g.measured + n),
+        };
+        table.row([
+            g.key.benchmark.clone(),
+            super::run::params_text(&t.telling_params(g)),
+            duration_text(g.spent_ns),
+            share(g.spent_ns),
+            cells,
+            g.samples.to_string(),
+            g.widest_ci95_rel
+                .map_or("-".into(), |ci| format!("{:.1}%", 100.0 * ci)),
+            g.not_converged.to_string(),
+        ]);
+    }
+    let rest = &groups[groups.len().min(SPENT_SHOWN)..];
+    if !rest.is_empty() {
+        let ns = rest.iter().map(|g| g.spent_ns).sum();
+        let mut row = vec![format!("{} more", rest.len()), String::new()];
+        row.extend([duration_text(ns), share(ns)]);
+        row.resize(8, String::new());
+        table.row(row);
+    }
+    let mut out = wrap(
+        &format!(
+            "time: {}, planned about {}; where it went and what it bought (+-95%: the \
+             widest interval of a group's cells):",
+            duration_text(spent_ns),
+            duration_text(planned_ns)
+        ),
+        layout,
+    );
+    out.push_str(&table.render_to(layout));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,5 +275,73 @@ mod tests {
             "{out}"
         );
         assert!(out.contains(" 0/3 "), "{out}");
+    }
+
+    /// The end of a run names its longest groups first, with their share and what
+    /// they bought; the rest share one row; at 80 columns no line is wider.
+    #[test]
+    fn a_run_ends_with_where_its_time_went() {
+        use smtlab_runner::plan::{CellEstimate, GroupEstimate, Measuring};
+        let key = |i: usize| smtlab_model::CellKey {
+            benchmark: if i < 2 {
+                "dbench".into()
+            } else {
+                format!("b{i}")
+            },
+            params: [("clients".to_string(), i.to_string())].into(),
+            conditions: Default::default(),
+            placement: "1c1t".into(),
+        };
+        let s = 1_000_000_000u64;
+        let groups = (0..10)
+            .map(|i| GroupEstimate {
+                benchmark: key(i).benchmark,
+                params: key(i).flat_params(),
+                cells: vec![CellEstimate {
+                    key: key(i),
+                    cost: Ok(Default::default()),
+                    samples: (3, 5),
+                    likely_ns: 2 * s,
+                    max_ns: 4 * s,
+                }],
+                together: false,
+                apart: None,
+            })
+            .collect();
+        let e = Estimate {
+            groups,
+            memory_budget_bytes: None,
+            measuring: Measuring {
+                interleave: true,
+                repeat: 1,
+                client_rule: Default::default(),
+            },
+        };
+        let mut t = TimeSpent::new(&e);
+        let mut cell = smtlab_fixtures::build::cell("b", &[], "1c1t", &[1.0, 1.1, 0.9]);
+        cell.result.converged = false;
+        let mut now = 0;
+        for i in 0..10 {
+            now += if i == 3 { 60 * s } else { s };
+            t.cell_done(&key(i), now, Some(&cell.result));
+        }
+        let layout = Layout {
+            width: Some(80),
+            color: false,
+        };
+        let out = spent(&t, layout);
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(
+            lines[0].starts_with("time: 1m 09s, planned about 20.0 s; where it went"),
+            "{out}"
+        );
+        let row = lines.iter().position(|l| l.starts_with("b3 ")).expect(&out);
+        assert!(lines[row - 1].starts_with("Benchmark "), "{out}");
+        let b3: Vec<&str> = lines[row].split_whitespace().collect();
+        assert_eq!(b3, ["b3", "1m", "00s", "87%", "1", "3", "24.8%", "1"]);
+        assert!(out.contains("clients=0"), "{out}");
+        assert!(out.contains("2 more"), "{out}");
+        assert!(lines.iter().all(|l| l.chars().count() <= 80), "{out}");
+        assert_eq!(spent(&TimeSpent::default(), layout), "");
     }
 }
