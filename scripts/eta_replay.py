@@ -40,12 +40,15 @@ def plan_groups(path):
 
 
 def cell_ends(path):
-    """The time of each cell line (`NAME  PLACEMENT  params... median|skipped`) and of the last line."""
-    ends, last = [], 0.0
+    """The time of each cell line (`NAME  PLACEMENT  params... median|skipped`) and of the last line.
+    The cells end before the run's closing table of where its time went, whose rows look
+    like cell lines."""
+    ends, last, closing = [], 0.0, False
     for line in open(path, encoding="utf-8"):
         t, _, text = line.lstrip().partition(" ")
         last = float(t)
-        if re.match(r"^[a-z0-9][\w.\u2026-]*\s+\S+\s{2,}\S", text):
+        closing = closing or "where it went and what it bought" in text
+        if not closing and re.match(r"^[a-z0-9][\w.\u2026-]*\s+\S+\s{2,}\S", text):
             ends.append(last)
     return ends, last
 

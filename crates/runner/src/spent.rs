@@ -26,6 +26,10 @@ pub struct GroupSpent {
     /// The widest relative 95% half-width among its measured cells.
     pub widest_ci95_rel: Option<f64>,
     pub not_converged: usize,
+    /// Measured cells whose figure reached a limit of the measurement (a bound, not a
+    /// level), with the first one's kind of limit.
+    pub at_limit: usize,
+    pub limit_kind: Option<smtlab_model::LimitKind>,
 }
 
 /// The groups of a run in the order they were measured.
@@ -77,6 +81,10 @@ impl TimeSpent {
         g.measured += 1;
         g.samples += r.summary.n;
         g.not_converged += usize::from(!r.converged);
+        if let Some(l) = r.limit() {
+            g.at_limit += 1;
+            g.limit_kind.get_or_insert(l.kind);
+        }
         let ci = r.summary.ci95_rel;
         if ci.is_finite() {
             g.widest_ci95_rel = Some(g.widest_ci95_rel.map_or(ci, |w| w.max(ci)));
@@ -123,6 +131,8 @@ impl GroupSpent {
             samples: 0,
             widest_ci95_rel: None,
             not_converged: 0,
+            at_limit: 0,
+            limit_kind: None,
         }
     }
 }

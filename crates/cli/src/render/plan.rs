@@ -188,17 +188,30 @@ pub fn spent(t: &TimeSpent, layout: Layout) -> String {
             0 => g.measured.to_string(),
             n => format!("{}/{}", g.measured, g.measured + n),
         };
-        table.row([
-            g.key.benchmark.clone(),
-            super::run::params_text(&t.telling_params(g)),
-            duration_text(g.spent_ns),
-            share(g.spent_ns),
-            cells,
-            g.samples.to_string(),
-            g.widest_ci95_rel
-                .map_or("-".into(), |ci| format!("{:.1}%", 100.0 * ci)),
-            g.not_converged.to_string(),
-        ]);
+        // A figure at a limit is a bound: the time bought "at least X", not a level.
+        let detail = match g.limit_kind {
+            Some(kind) => format!(
+                "  {} of {} cells at a limit ({}): bounds, not levels",
+                g.at_limit,
+                g.measured,
+                kind.words()
+            ),
+            None => String::new(),
+        };
+        table.row_with_detail(
+            [
+                g.key.benchmark.clone(),
+                super::run::params_text(&t.telling_params(g)),
+                duration_text(g.spent_ns),
+                share(g.spent_ns),
+                cells,
+                g.samples.to_string(),
+                g.widest_ci95_rel
+                    .map_or("-".into(), |ci| format!("{:.1}%", 100.0 * ci)),
+                g.not_converged.to_string(),
+            ],
+            detail,
+        );
     }
     let rest = &groups[groups.len().min(SPENT_SHOWN)..];
     if !rest.is_empty() {
@@ -321,9 +334,16 @@ mod tests {
         let mut cell = smtlab_fixtures::build::cell("b", &[], "1c1t", &[1.0, 1.1, 0.9]);
         cell.result.converged = false;
         let mut now = 0;
+        let mut capped = cell.result.clone();
+        capped.at_limit = Some(smtlab_model::AtLimit {
+            kind: smtlab_model::LimitKind::Ceiling,
+            limit: 4096.0,
+            samples: 3,
+        });
         for i in 0..10 {
             now += if i == 3 { 60 * s } else { s };
-            t.cell_done(&key(i), now, Some(&cell.result));
+            let r = if i == 3 { &capped } else { &cell.result };
+            t.cell_done(&key(i), now, Some(r));
         }
         let layout = Layout {
             width: Some(80),
@@ -339,6 +359,10 @@ mod tests {
         assert!(lines[row - 1].starts_with("Benchmark "), "{out}");
         let b3: Vec<&str> = lines[row].split_whitespace().collect();
         assert_eq!(b3, ["b3", "1m", "00s", "87%", "1", "3", "24.8%", "1"]);
+        assert_eq!(
+            lines[row + 1],
+            "    1 of 1 cells at a limit (configured ceiling): bounds, not levels"
+        );
         assert!(out.contains("clients=0"), "{out}");
         assert!(out.contains("2 more"), "{out}");
         assert!(lines.iter().all(|l| l.chars().count() <= 80), "{out}");
