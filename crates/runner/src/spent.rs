@@ -48,7 +48,6 @@ impl TimeSpent {
             .iter()
             .filter_map(|g| {
                 Some(GroupSpent {
-                    key: g.cells.first()?.key.clone(),
                     planned_ns: g.cells.iter().map(|c| c.likely_ns).sum(),
                     ..GroupSpent::empty(g.cells.first()?.key.clone())
                 })

@@ -216,9 +216,8 @@ impl Benchmark for WebCapacity {
         let max_conns = ctx.params.get_u64("max_conns")?.max(8) as f64;
         let dataset = ctx.params.get_bytes("dataset")? as f64;
         let doublings = (max_conns / 8.0).log2().ceil() + 1.0;
-        let step_ns = |steps: f64| (steps * step * 1.25 * 1e9) as u64;
         Ok(smtlab_bench::CellCost {
-            longest_sample_ns: Some(step_ns(doublings + 5.0)),
+            longest_sample_ns: Some(((doublings + 5.0) * step * 1.25 * 1e9) as u64),
             ..crate::load_cost((doublings + 2.0) * step * 1.25, 0.2 + dataset / 200e6)
         })
     }
