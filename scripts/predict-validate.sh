@@ -51,6 +51,9 @@ for v in doc["validation"]:
           f'(no interference {none["mae_points"]:.2f}, mean slowdown {mean["mae_points"]:.2f}); '
           f'direction right on {m["direction_right"]:.0%}, on pairs differing by 5%+: '
           f'{shown}')
+    bare = sum(1 for c in v["checked"] if c.get("predicted") is None)
+    if bare:
+        print(f'  {bare} of {len(v["checked"])} held-out ordered pairs got no figure (scored as 1)')
     print(f'  error target (at most half of {better:.2f} and 3 points): {"met" if error_ok else "NOT met"}; '
           f'direction target (90%): {"met" if direction_ok else "NOT met"}')
     ok = ok and error_ok and direction_ok

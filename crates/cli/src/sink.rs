@@ -272,6 +272,21 @@ pub fn measure_corun<'p>(
     plan: &CorunPlan,
     printer: impl FnMut(Shown<'_>) -> Result<()> + 'p,
 ) -> Result<(StoreSink<'p>, Option<std::process::ExitCode>)> {
+    measure_corun_then(machine, s, common, suite, plan, |_| Vec::new(), printer)
+}
+
+/// [`measure_corun`], then the groups `then` makes from the cells measured so far,
+/// into the same run (unless stopped): a plan whose later pairs depend on its first
+/// figures (`predict`'s training pairs).
+pub fn measure_corun_then<'p>(
+    machine: &dyn Machine,
+    s: &CorunSettings,
+    common: &CommonArgs,
+    suite: &'static str,
+    plan: &CorunPlan,
+    then: impl FnOnce(&[smtlab_model::CellRecord]) -> CorunPlan,
+    printer: impl FnMut(Shown<'_>) -> Result<()> + 'p,
+) -> Result<(StoreSink<'p>, Option<std::process::ExitCode>)> {
     let mut measuring = MeasuringSetup::new(machine, s.cfg.clone(), common.json)?;
     measuring.how.client_rule = s.client_rule.clone();
     let db = common.db.clone().unwrap_or_else(smtlab_store::default_path);
@@ -279,7 +294,12 @@ pub fn measure_corun<'p>(
     let run = fresh_run(suite, machine, &s.topo, &s.cfg, s.notes.clone(), keys);
     measuring.handoff_at_start = run.environment.cpu_handoff.clone();
     let mut sink = StoreSink::begin(&db, run, printer)?;
-    let ended = exp::measure(&measuring.engine(), &s.topo, plan, &mut sink);
+    let engine = measuring.engine();
+    let mut ended = exp::measure(&engine, &s.topo, plan, &mut sink);
+    if matches!(ended, smtlab_runner::session::Ended::Complete) {
+        let more = then(&sink.cells);
+        ended = exp::measure(&engine, &s.topo, &more, &mut sink);
+    }
     let stopped = measuring.stopped(ended);
     Ok((
         sink.finish(stopped.is_some(), common.db.as_deref())?,

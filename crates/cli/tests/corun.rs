@@ -197,7 +197,7 @@ fn predict_states_its_cost_and_measures_nothing_on_a_dry_run() {
     assert!(flat.contains("profiles: 2 x 2 + 2 x 2 = 8 pairs"), "{flat}");
     // Two workloads make three pairs: one held out, the other two fitted on.
     assert!(
-        flat.contains("training: 2 pairs; held out: 1 pair"),
+        flat.contains("training: 2 pairs (chosen from the profiles); held out: 1 pair"),
         "{flat}"
     );
     assert!(flat.contains("cost: 22 cells"), "{flat}");

@@ -31,7 +31,7 @@ use smtlab_model::stats::Ratio;
 use smtlab_model::{CellKey, CellRecord, Summary};
 
 use crate::corun::{PARTNER_ALONE_VALUE, cut_short, metric_summary, partner_slowdown, slowdown};
-use model::{Model, Prediction};
+use model::{Model, NoFigure, Prediction};
 use validate::Validation;
 
 /// The schema name of the profile JSON.
@@ -424,26 +424,44 @@ pub struct PredictedPair {
     pub unknown: Vec<String>,
 }
 
-/// Every ordered pair of `workloads` predicted by `model` in its form, those
-/// [`pair_features`] has features for.
+/// An ordered pair the model has features for but gives no figure (an extrapolation, a
+/// sum at or below 0).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Unpredicted {
+    pub a: String,
+    pub b: String,
+    pub form: Form,
+    pub why: NoFigure,
+}
+
+/// Every ordered pair of `workloads` in `model`'s form that [`pair_features`] has
+/// features for: predicted, or why the model gives no figure.
 pub fn predict_all(
     model: &FormModel,
     profiles: &[Profile],
     workloads: &[String],
-) -> Vec<PredictedPair> {
+) -> (Vec<PredictedPair>, Vec<Unpredicted>) {
+    let (mut out, mut none) = (Vec::new(), Vec::new());
     let Some(m) = &model.model else {
-        return Vec::new();
+        return (out, none);
     };
     let form = model.form;
     let one = |a: &str, b: &str| {
         let (x, unknown) = pair_features(profiles, a, b, form)?;
         Some((m.predict(&x), unknown))
     };
-    let mut out = Vec::new();
     for a in workloads {
         for b in workloads {
             let Some((ab, mut unknown)) = one(a, b) else {
                 continue;
+            };
+            let ab = match ab {
+                Ok(p) => p,
+                Err(why) => {
+                    let (a, b) = (a.clone(), b.clone());
+                    none.push(Unpredicted { a, b, form, why });
+                    continue;
+                }
             };
             let back = one(b, a);
             if let Some((_, back)) = &back {
@@ -454,17 +472,18 @@ pub fn predict_all(
                         .collect::<Vec<_>>(),
                 );
             }
+            let back = back.and_then(|(ba, _)| ba.ok());
             out.push(PredictedPair {
                 a: a.clone(),
                 b: b.clone(),
                 form,
                 slowdown: ab,
-                combined_speed: back.map(|(ba, _)| model::combined(&ab, &ba)),
+                combined_speed: back.map(|ba| model::combined(&ab, &ba)),
                 unknown,
             });
         }
     }
-    out
+    (out, none)
 }
 
 /// The whole result of a `predict` run: `smtlab.profile/1`.
@@ -484,6 +503,9 @@ pub struct ProfileDoc {
     pub held_back: Vec<PairMeasure>,
     pub models: Vec<FormModel>,
     pub predictions: Vec<PredictedPair>,
+    /// Pairs the models give no figure for, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unpredicted: Vec<Unpredicted>,
     pub validation: Vec<Validation>,
 }
 
@@ -494,8 +516,36 @@ impl ProfileDoc {
     }
 }
 
-/// Profiles, models, predictions and validation of a `predict` run from its cells.
-pub fn analyse(plan: &PlanKeys, cells: &[CellRecord], run: i64) -> ProfileDoc {
+/// Which `n` of the workload pairs `candidates` (A, B) to fit the model on, once the
+/// profiles are measured: those whose features, both ways round and in every form,
+/// inform the model most ([`model::most_informative`]); the given order where the
+/// profiles tell nothing.
+pub fn training_choice(
+    plan: &PlanKeys,
+    cells: &[CellRecord],
+    candidates: &[(String, String)],
+    n: usize,
+) -> Vec<usize> {
+    let (_, _, profiles) = measured_profiles(plan, cells);
+    let vectors = |(a, b): &(String, String)| -> Vec<Vec<f64>> {
+        let ways = [(a, b), (b, a)];
+        let ways = &ways[..if a == b { 1 } else { 2 }];
+        plan.forms
+            .iter()
+            .flat_map(|&f| ways.iter().map(move |(x, y)| (x, y, f)))
+            .filter_map(|(x, y, f)| Some(pair_features(&profiles, x, y, f)?.0))
+            .collect()
+    };
+    let features: Vec<Vec<Vec<f64>>> = candidates.iter().map(vectors).collect();
+    model::most_informative(&features, n)
+}
+
+/// The profiles' pairs (sensitivity, contentiousness with the partner-only rulers'
+/// sides) and the profiles made from them.
+fn measured_profiles(
+    plan: &PlanKeys,
+    cells: &[CellRecord],
+) -> (Vec<PairMeasure>, Vec<PairMeasure>, Vec<Profile>) {
     let names: Vec<String> = plan.rulers.iter().map(|r| r.name.clone()).collect();
     let sens = measure_pairs(cells, &plan.sensitivity);
     let cont = measure_pairs(cells, &plan.contentiousness);
@@ -514,6 +564,13 @@ pub fn analyse(plan: &PlanKeys, cells: &[CellRecord], run: i64) -> ProfileDoc {
         )
         .collect();
     let profiles = profiles(&plan.workloads, &names, &plan.forms, &sens, &cont_all);
+    (sens, cont, profiles)
+}
+
+/// Profiles, models, predictions and validation of a `predict` run from its cells.
+pub fn analyse(plan: &PlanKeys, cells: &[CellRecord], run: i64) -> ProfileDoc {
+    let names: Vec<String> = plan.rulers.iter().map(|r| r.name.clone()).collect();
+    let (sens, cont, profiles) = measured_profiles(plan, cells);
     let training = measure_pairs(cells, &plan.training);
     let held_out = measure_pairs(cells, &plan.held_out);
     let models: Vec<FormModel> = plan
@@ -521,10 +578,12 @@ pub fn analyse(plan: &PlanKeys, cells: &[CellRecord], run: i64) -> ProfileDoc {
         .iter()
         .map(|&f| fit_form(&profiles, &names, &training, f))
         .collect();
-    let predictions = models
-        .iter()
-        .flat_map(|m| predict_all(m, &profiles, &plan.workloads))
-        .collect();
+    let (mut predictions, mut unpredicted) = (Vec::new(), Vec::new());
+    for m in &models {
+        let (figures, none) = predict_all(m, &profiles, &plan.workloads);
+        predictions.extend(figures);
+        unpredicted.extend(none);
+    }
     let validation = models
         .iter()
         .filter_map(|m| validate::validate(m, &profiles, &held_out))
@@ -553,6 +612,7 @@ pub fn analyse(plan: &PlanKeys, cells: &[CellRecord], run: i64) -> ProfileDoc {
         held_back,
         models,
         predictions,
+        unpredicted,
         validation,
     }
 }

@@ -2,7 +2,8 @@
 //! `corun`), then the plan of [`smtlab_runner::experiment::predict`] (profiles against
 //! the rulers, training and held-out pairs), its cost stated first (`--dry-run` stops
 //! there), then the co-run groups measured through the session, each cell saved as it
-//! is measured in a run of suite `predict`, and the analysis of
+//! is measured in a run of suite `predict`: the profiles and held-out pairs first, then
+//! the training pairs chosen from the profiles' figures; and the analysis of
 //! [`smtlab_report::predict`]: profiles, model, predictions, validation; `--json` prints
 //! it as `smtlab.profile/1`.
 
@@ -18,7 +19,7 @@ use crate::output::{emit, json_text};
 use crate::render::corun::MatrixLines;
 use crate::render::predict as text;
 use crate::settings::corun_settings;
-use crate::sink::{Shown, measure_corun};
+use crate::sink::{Shown, measure_corun_then};
 
 pub fn run(args: &PredictArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let w = &args.workloads;
@@ -45,10 +46,10 @@ pub fn run(args: &PredictArgs, machine: &dyn Machine) -> Result<ExitCode> {
         validate: args.validate as usize,
         seed: args.seed,
     };
-    let plan = exp::plan(&workloads, &rulers, &s.forms, &s.pair, &s.topo, choice)?;
+    let mut plan = exp::plan(&workloads, &rulers, &s.forms, &s.pair, &s.topo, choice)?;
     crate::term::notes(&s.notes);
     let json = w.common.json;
-    let time_ns = corun_exp::plan_time(&plan.groups, &s.topo, &s.cfg);
+    let time_ns = corun_exp::plan_time(plan.counted(), &s.topo, &s.cfg);
     if args.dry_run {
         emit(&text::cost(&plan.cost, &s.forms, time_ns))?;
         emit(&text::planned_rulers(&rulers))?;
@@ -57,12 +58,24 @@ pub fn run(args: &PredictArgs, machine: &dyn Machine) -> Result<ExitCode> {
     if !json {
         emit(&text::cost(&plan.cost, &s.forms, time_ns))?;
     }
-    let mut lines = MatrixLines::named(text::cell_names(&plan.keys));
+    let candidates: Vec<_> = plan.candidates.iter().map(|c| c.keys.clone()).collect();
+    let mut lines = MatrixLines::named(text::cell_names(&plan.keys, &candidates));
     let printer = |shown: Shown<'_>| match json {
         true => Ok(()),
         false => emit(&lines.next(shown)),
     };
-    let (sink, stopped) = measure_corun(machine, &s, &w.common, "predict", &plan.groups, printer)?;
+    // The training pairs are chosen once the profiles are measured.
+    let first = std::mem::take(&mut plan.groups);
+    let train = |cells: &[smtlab_model::CellRecord]| {
+        let pairs: Vec<(String, String)> = candidates
+            .iter()
+            .map(|k| (k.a.clone(), k.b.clone()))
+            .collect();
+        let chosen = smtlab_report::predict::training_choice(&plan.keys, cells, &pairs, plan.train);
+        plan.train_on(&chosen)
+    };
+    let (sink, stopped) =
+        measure_corun_then(machine, &s, &w.common, "predict", &first, train, printer)?;
     if let Some(code) = stopped {
         return Ok(code);
     }

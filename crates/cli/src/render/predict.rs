@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use smtlab_model::CellKey;
 use smtlab_model::keys::Form;
-use smtlab_model::predict::PlanKeys;
+use smtlab_model::predict::{PairKeys, PlanKeys};
 use smtlab_model::unit::plural;
 use smtlab_report::predict::{ProfileDoc, text};
 use smtlab_runner::experiment::predict::{Cost, Ruler};
@@ -27,7 +27,7 @@ pub fn cost(c: &Cost, forms: &[(Form, u32)], time_ns: (u64, u64)) -> String {
     ));
     let beside = r - c.partner_only;
     out.push_str(&fit(&format!(
-        "  profiles: {n} x {r} + {beside} x {n} = {}{}; training: {}; held out: {}{}",
+        "  profiles: {n} x {r} + {beside} x {n} = {}{}; training: {} (chosen from the profiles); held out: {}{}",
         plural(c.profile_pairs, "pair"),
         match c.partner_only {
             0 => String::new(),
@@ -64,8 +64,9 @@ pub fn cost(c: &Cost, forms: &[(Form, u32)], time_ns: (u64, u64)) -> String {
 }
 
 /// The names each cell's line shows: a ruler by its name with its benchmark
-/// (`l1d (mem-latency)`), a workload by its own.
-pub fn cell_names(keys: &PlanKeys) -> BTreeMap<CellKey, (String, String)> {
+/// (`l1d (mem-latency)`), a workload by its own; `candidates`: the pairs the training
+/// pairs are chosen among.
+pub fn cell_names(keys: &PlanKeys, candidates: &[PairKeys]) -> BTreeMap<CellKey, (String, String)> {
     let is_ruler = |name: &str| keys.rulers.iter().any(|r| r.name == name);
     let shown = |label: &str, key: &CellKey| match is_ruler(label) {
         true => format!("ruler {label} ({})", key.benchmark),
@@ -74,7 +75,7 @@ pub fn cell_names(keys: &PlanKeys) -> BTreeMap<CellKey, (String, String)> {
     let roles = [
         &keys.sensitivity,
         &keys.contentiousness,
-        &keys.training,
+        candidates,
         &keys.held_out,
     ];
     let mut names = BTreeMap::new();
@@ -140,15 +141,21 @@ pub fn summary(doc: &ProfileDoc) -> String {
         if let Some(m) = doc.models.iter().find(|m| m.form == form) {
             out.push_str(&fit(&format!("\n{}", text::model(m))));
         }
-        let matrix = text::matrix(&doc.predictions, form);
+        let matrix = text::matrix(&doc.predictions, &doc.unpredicted, form);
         if !matrix.is_empty() {
             out.push_str(&fit(
                 "Predicted slowdown of the workload (row) beside the partner (column) [95% prediction interval]:",
             ));
             out.push_str(&matrix);
-            let notes = [text::unknown_note, text::missing_note];
-            for note in notes.iter().filter_map(|f| f(&doc.predictions, form)) {
-                out.push_str(&fit(&note));
+            let notes = [
+                text::unknown_note(&doc.predictions, form),
+                text::missing_note(&doc.predictions, &doc.unpredicted, form),
+            ];
+            for note in notes.iter().flatten() {
+                out.push_str(&fit(note));
+            }
+            for l in text::unpredicted(&doc.unpredicted, form) {
+                out.push_str(&fit(&format!("  {l}")));
             }
             for l in text::combined(&doc.predictions, form) {
                 out.push_str(&fit(&format!("  {l}")));
@@ -214,7 +221,7 @@ mod tests {
             contentiousness: vec![pair("l1d", "w", "mem-latency", "w")],
             ..PlanKeys::default()
         };
-        let names = cell_names(&keys);
+        let names = cell_names(&keys, &[]);
         let of = |bench, partner| names[&key(bench, partner)].clone();
         assert_eq!(
             of("mem-read", "ruler:l1d"),

@@ -20,10 +20,21 @@
 //! or noisy pairs get a model close to the one common weight, many clean pairs one
 //! weight per ruler.
 //!
+//! The weights are never negative: a resource both sides press more can only add
+//! slowdown, so a negative weight is noise fitted, not a finding. The common weight is
+//! held at 0 or above, and a ruler whose fitted weight comes out below 0 is fixed at 0
+//! and the rest fitted again (an active set, at most one pass per ruler).
+//!
 //! The prediction interval comes from the residuals: `s^2 = RSS / df` with
 //! `df = pairs - trace(H)` (the hat matrix's trace, the effective number of weights),
 //! and a point's half-width `t(df) * s * sqrt(1 + x' (X'X + lambda I)^-1 x)`. With no
 //! degree of freedom left there is no interval, and the prediction says so.
+//!
+//! A model gives no figure where it knows nothing: for a pair whose leverage
+//! `x' (X'X + lambda I)^-1 x` is more than [`REACH`] times the largest of the training
+//! pairs' (its features reach about twice as far as any training pair's, in the
+//! direction the fit knows least: an extrapolation), and where the linear sum falls to
+//! 0 or below (a slowdown is positive). It needs [`MIN_PAIRS`] measured pairs.
 
 use serde::{Deserialize, Serialize};
 use smtlab_model::stats;
@@ -34,6 +45,12 @@ use smtlab_model::stats;
 pub const RIDGE_SHARES: [f64; 5] = [0.01, 0.1, 1.0, 10.0, 100.0];
 /// Smallest penalty, for training pairs whose features are all zero.
 const RIDGE_FLOOR: f64 = 1e-12;
+/// Measured (ordered) pairs a model needs: one pair leaves nothing to tell its weight
+/// from its noise.
+pub const MIN_PAIRS: usize = 2;
+/// How far past the training pairs a prediction may reach, as a multiple of their
+/// largest leverage (leverage grows with the square of the distance: 4 is twice as far).
+pub const REACH: f64 = 4.0;
 
 /// One measured pair for the fit: its features (one per ruler) and its slowdown.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,12 +64,21 @@ pub struct Observation {
 pub enum FitError {
     #[error("no measured pair to fit the model on")]
     NoPairs,
+    #[error("{got} measured pair to fit the model on; it needs at least {MIN_PAIRS}")]
+    TooFew { got: usize },
     #[error("a training pair has {got} features, expected one per ruler ({want})")]
     Width { got: usize, want: usize },
     #[error("a training pair's slowdown or features are not finite numbers")]
     NotFinite,
     #[error("the model's equations have no unique solution")]
     Singular,
+}
+
+fn beyond_words(reach: Option<f64>) -> String {
+    match reach {
+        Some(r) => format!("beyond the training pairs (leverage {r:.1}x theirs): an extrapolation"),
+        None => "beyond the training pairs (theirs press nothing this pair presses)".into(),
+    }
 }
 
 /// A fitted model: one weight per ruler and what its intervals need.
@@ -64,13 +90,29 @@ pub struct Model {
     pub common_weight: f64,
     pub ridge_lambda: f64,
     pub training_pairs: usize,
-    /// Mean measured slowdown of the training pairs: the naive "mean slowdown" baseline.
+    /// Mean measured slowdown of the training pairs.
     pub mean_slowdown: f64,
     /// Residual standard deviation and its degrees of freedom; `None` with none left.
     pub residual_sd: Option<f64>,
     pub df: Option<f64>,
-    /// `(X'X + lambda I)^-1`, for the leverage of a new point.
+    /// `(X'X + lambda I)^-1` over every ruler, for the leverage of a new point.
     pub inverse_gram: Vec<Vec<f64>>,
+    /// The largest leverage among the training pairs: how far the fit reaches.
+    #[serde(default)]
+    pub max_leverage: f64,
+}
+
+/// Why a model gives no figure for a pair.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[serde(rename_all = "snake_case")]
+pub enum NoFigure {
+    /// The pair lies beyond the training pairs: `reach` is its leverage over the
+    /// largest training pair's (none where theirs is 0: they share nothing).
+    #[error("{}", beyond_words(*reach))]
+    Beyond { reach: Option<f64> },
+    /// The linear sum is at or below 0.
+    #[error("the model's sum falls to {value:.3}, and a slowdown is positive")]
+    NotPositive { value: f64 },
 }
 
 /// A predicted slowdown with its 95% prediction interval (`None`: no degree of freedom).
@@ -128,6 +170,9 @@ fn check(rulers: usize, obs: &[Observation]) -> Result<(), FitError> {
     if obs.is_empty() {
         return Err(FitError::NoPairs);
     }
+    if obs.len() < MIN_PAIRS {
+        return Err(FitError::TooFew { got: obs.len() });
+    }
     if let Some(o) = obs.iter().find(|o| o.features.len() != rulers) {
         return Err(FitError::Width {
             got: o.features.len(),
@@ -142,13 +187,13 @@ fn check(rulers: usize, obs: &[Observation]) -> Result<(), FitError> {
     Ok(())
 }
 
-/// The least-squares weight of the sum of the features: the ridge's target.
+/// The least-squares weight of the sum of the features, 0 or above: the ridge's target.
 fn common_weight(obs: &[Observation]) -> f64 {
     let (sxy, sxx) = obs.iter().fold((0.0, 0.0), |(sxy, sxx), o| {
         let s: f64 = o.features.iter().sum();
         (sxy + s * (o.slowdown - 1.0), sxx + s * s)
     });
-    if sxx > 0.0 { sxy / sxx } else { 0.0 }
+    if sxx > 0.0 { (sxy / sxx).max(0.0) } else { 0.0 }
 }
 
 /// `X'X` and `X'y` of the pairs (y: the slowdown less 1).
@@ -174,21 +219,36 @@ struct Ridge {
     leverages: Vec<f64>,
 }
 
+/// One ridge fit with the weights of `fixed` rulers held at 0: the rest solve
+/// `(X'X + lambda I) w = X'y + lambda w0` over the free rulers alone.
 fn ridge(
     gram: &[Vec<f64>],
     rhs: &[f64],
     lambda: f64,
     w0: f64,
     obs: &[Observation],
+    fixed: &[bool],
 ) -> Option<Ridge> {
-    let mut a = gram.to_vec();
-    let mut b = rhs.to_vec();
-    for (i, (row, bi)) in a.iter_mut().zip(&mut b).enumerate() {
-        row[i] += lambda;
-        *bi += lambda * w0;
+    let free: Vec<usize> = (0..rhs.len()).filter(|&i| !fixed[i]).collect();
+    let a: Vec<Vec<f64>> = free
+        .iter()
+        .map(|&i| {
+            let diagonal = |j: usize| if i == j { lambda } else { 0.0 };
+            free.iter().map(|&j| gram[i][j] + diagonal(j)).collect()
+        })
+        .collect();
+    let b: Vec<f64> = free.iter().map(|&i| rhs[i] + lambda * w0).collect();
+    let reduced = invert(&a)?;
+    let mut inverse = vec![vec![0.0; rhs.len()]; rhs.len()];
+    for (row, &i) in reduced.iter().zip(&free) {
+        for (v, &j) in row.iter().zip(&free) {
+            inverse[i][j] = *v;
+        }
     }
-    let inverse = invert(&a)?;
-    let weights = mat_vec(&inverse, &b);
+    let mut weights = vec![0.0; rhs.len()];
+    for (w, &i) in mat_vec(&reduced, &b).into_iter().zip(&free) {
+        weights[i] = w;
+    }
     let residuals = obs
         .iter()
         .map(|o| o.slowdown - 1.0 - dot(&weights, &o.features))
@@ -203,6 +263,28 @@ fn ridge(
         residuals,
         leverages,
     })
+}
+
+/// [`ridge`] with no weight below 0: the most negative weight is held at 0 and the rest
+/// fitted again, until none is negative.
+fn nonnegative_ridge(
+    gram: &[Vec<f64>],
+    rhs: &[f64],
+    lambda: f64,
+    w0: f64,
+    obs: &[Observation],
+) -> Option<Ridge> {
+    let mut fixed = vec![false; rhs.len()];
+    loop {
+        let fit = ridge(gram, rhs, lambda, w0, obs, &fixed)?;
+        let most_negative = (0..rhs.len())
+            .filter(|&i| fit.weights[i] < 0.0)
+            .min_by(|&x, &y| fit.weights[x].total_cmp(&fit.weights[y]));
+        match most_negative {
+            Some(i) => fixed[i] = true,
+            None => return Some(fit),
+        }
+    }
 }
 
 impl Ridge {
@@ -235,7 +317,7 @@ pub fn fit(rulers: &[String], obs: &[Observation]) -> Result<Model, FitError> {
         .iter()
         .filter_map(|share| {
             let lambda = (share * scale).max(RIDGE_FLOOR);
-            Some((lambda, ridge(&gram, &rhs, lambda, w0, obs)?))
+            Some((lambda, nonnegative_ridge(&gram, &rhs, lambda, w0, obs)?))
         })
         .collect();
     // The smallest leave-one-out error; where none is finite, the strongest penalty.
@@ -252,6 +334,9 @@ pub fn fit(rulers: &[String], obs: &[Observation]) -> Result<Model, FitError> {
     } else {
         (None, None)
     };
+    // The leverage of new points is taken over every ruler, those held at 0 included:
+    // where the training pairs reach is a matter of their features, not of the weights.
+    let every = ridge(&gram, &rhs, *lambda, w0, obs, &vec![false; r]).ok_or(FitError::Singular)?;
     Ok(Model {
         rulers: rulers.to_vec(),
         weights: fitted.weights.clone(),
@@ -261,29 +346,93 @@ pub fn fit(rulers: &[String], obs: &[Observation]) -> Result<Model, FitError> {
         mean_slowdown: obs.iter().map(|o| o.slowdown).sum::<f64>() / obs.len() as f64,
         residual_sd,
         df,
-        inverse_gram: fitted.inverse.clone(),
+        inverse_gram: every.inverse,
+        max_leverage: every.leverages.iter().copied().fold(0.0, f64::max),
     })
 }
 
 impl Model {
     /// The predicted slowdown of a pair with these features (one per ruler), with its
-    /// 95% prediction interval.
-    pub fn predict(&self, features: &[f64]) -> Prediction {
+    /// 95% prediction interval, or why the model gives none.
+    pub fn predict(&self, features: &[f64]) -> Result<Prediction, NoFigure> {
         let slowdown = 1.0 + dot(&self.weights, features);
+        let leverage = dot(features, &mat_vec(&self.inverse_gram, features)).max(0.0);
+        if leverage > REACH * self.max_leverage {
+            let reach = (self.max_leverage > 0.0).then(|| leverage / self.max_leverage);
+            return Err(NoFigure::Beyond { reach });
+        }
+        if slowdown <= 0.0 {
+            return Err(NoFigure::NotPositive { value: slowdown });
+        }
         let half = match (self.residual_sd, self.df) {
             (Some(s), Some(df)) => {
-                let leverage = dot(features, &mat_vec(&self.inverse_gram, features));
-                stats::t_critical_95(df).map(|t| t * s * (1.0 + leverage.max(0.0)).sqrt())
+                stats::t_critical_95(df).map(|t| t * s * (1.0 + leverage).sqrt())
             }
             _ => None,
         };
-        Prediction {
+        Ok(Prediction {
             value: slowdown,
             // A slowdown is positive, whatever the linear interval says.
             low: half.map(|h| (slowdown - h).max(0.0)),
             high: half.map(|h| slowdown + h),
-        }
+        })
     }
+}
+
+/// `n` of `candidates` (each the feature vectors its measured pair would add) that
+/// inform the model most, greedily: each step the candidate whose vectors raise
+/// `log det(X'X + delta I)` most (a D-optimal design: pairs far apart and in
+/// different directions, so that the fit interpolates rather than extrapolates).
+/// `delta` is a thousandth of the candidates' mean squared feature. Ties, and
+/// candidates that add nothing, keep the given order.
+pub fn most_informative(candidates: &[Vec<Vec<f64>>], n: usize) -> Vec<usize> {
+    let vectors = candidates.iter().flatten();
+    let r = vectors.clone().map(Vec::len).max().unwrap_or(0);
+    let count = vectors.clone().count().max(1) as f64;
+    let mean_square = vectors.map(|v| dot(v, v)).sum::<f64>() / (count * r.max(1) as f64);
+    let delta = 1e-3 * mean_square;
+    let mut inverse: Vec<Vec<f64>> = (0..r)
+        .map(|i| {
+            (0..r)
+                .map(|j| if i == j { 1.0 / delta } else { 0.0 })
+                .collect()
+        })
+        .collect();
+    let mut chosen = Vec::new();
+    while chosen.len() < n.min(candidates.len()) {
+        let gain = |i: usize| -> f64 {
+            let mut inv = inverse.clone();
+            candidates[i].iter().map(|v| add_point(&mut inv, v)).sum()
+        };
+        let best = (0..candidates.len())
+            .filter(|i| !chosen.contains(i))
+            .map(|i| (i, if delta > 0.0 { gain(i) } else { 0.0 }))
+            .fold(None, |best: Option<(usize, f64)>, (i, g)| match best {
+                Some((_, bg)) if bg >= g => best,
+                _ => Some((i, g)),
+            });
+        let Some((i, _)) = best else { break };
+        if delta > 0.0 {
+            candidates[i].iter().for_each(|v| {
+                add_point(&mut inverse, v);
+            });
+        }
+        chosen.push(i);
+    }
+    chosen
+}
+
+/// Adds `v v'` to the matrix whose inverse is `inv` (Sherman-Morrison), returning the
+/// log of the determinant's growth, `ln(1 + v' inv v)`.
+fn add_point(inv: &mut [Vec<f64>], v: &[f64]) -> f64 {
+    let u = mat_vec(inv, v);
+    let denominator = 1.0 + dot(v, &u);
+    for (row, ui) in inv.iter_mut().zip(&u) {
+        row.iter_mut()
+            .zip(&u)
+            .for_each(|(x, uj)| *x -= ui * uj / denominator);
+    }
+    denominator.ln()
 }
 
 /// The feature of each ruler for A beside B: `(sens_A - 1) * (cont_B - 1)`.

@@ -183,14 +183,17 @@ fn a_workload_never_a_partner_is_predicted_only_beside_the_others() {
     assert!(w1_w2.combined_speed.is_some());
     let lines = text::combined(&doc.predictions, Form::Cores).join("\n");
     assert!(!lines.contains("w3"), "{lines}");
-    let note = text::missing_note(&doc.predictions, Form::Cores).unwrap();
+    let note = text::missing_note(&doc.predictions, &doc.unpredicted, Form::Cores).unwrap();
     assert!(
         note.starts_with("- not predicted: the partner was never measured as one"),
         "{note}"
     );
     let (plan, cells) = demo(&[(0, 1), (0, 2), (1, 1)], &[]);
     let every = analyse(&plan, &cells, 1);
-    assert_eq!(text::missing_note(&every.predictions, Form::Cores), None);
+    assert_eq!(
+        text::missing_note(&every.predictions, &every.unpredicted, Form::Cores),
+        None
+    );
 }
 
 #[test]
@@ -368,8 +371,59 @@ fn the_model_fitted_on_measured_pairs_predicts_held_out_pairs() {
 }
 
 #[test]
+fn the_training_pairs_are_chosen_where_the_profiles_tell_most() {
+    let (plan, cells) = demo(&[], &[]);
+    let name = |i: usize| plan.workloads[i].clone();
+    let candidates: Vec<(String, String)> = [(0, 0), (1, 1), (0, 1), (1, 2)]
+        .iter()
+        .map(|&(a, b)| (name(a), name(b)))
+        .collect();
+    // w1 with w2 presses both rulers, one each way round: the most to learn from.
+    assert_eq!(training_choice(&plan, &cells, &candidates, 1), [2]);
+    assert_eq!(training_choice(&plan, &cells, &candidates, 2)[0], 2);
+    // Without measured profiles there is nothing to tell them apart: the seed's order.
+    assert_eq!(training_choice(&plan, &[], &candidates, 3), [0, 1, 2]);
+}
+
+#[test]
+fn pairs_beyond_the_training_pairs_get_no_figure_and_say_why() {
+    // Fitted on w1 with w2 alone, without w1's contentiousness for the small ruler:
+    // both training pairs then press the large one only, and pairs pressing the small
+    // one reach where they never did.
+    let (plan, mut cells) = demo(&[(0, 1)], &[(0, 2)]);
+    let gone = plan.contentiousness[0].co[0].1.clone();
+    cells.retain(|c| c.key() != gone);
+    let doc = analyse(&plan, &cells, 1);
+    let none: Vec<(&str, &str)> = doc
+        .unpredicted
+        .iter()
+        .map(|u| (u.a.as_str(), u.b.as_str()))
+        .collect();
+    assert!(none.contains(&("w2", "w2")), "{none:?}");
+    assert_eq!(doc.predictions.len() + none.len(), 9);
+    let matrix = text::matrix(&doc.predictions, &doc.unpredicted, Form::Cores);
+    assert_eq!(matrix.matches("no figure").count(), none.len(), "{matrix}");
+    let why = text::unpredicted(&doc.unpredicted, Form::Cores).join("\n");
+    assert!(
+        why.contains("w2 beside w2: no figure, beyond the training pairs (leverage "),
+        "{why}"
+    );
+    // Every pair has a figure or a reason: no `-` to explain.
+    assert_eq!(
+        text::missing_note(&doc.predictions, &doc.unpredicted, Form::Cores),
+        None
+    );
+    // A held-out pair without a figure is scored as 1, like no interference.
+    let v = &doc.validation[0];
+    let c = v.checked.iter().find(|c| c.predicted.is_none()).unwrap();
+    assert!(c.no_figure.is_some());
+    assert_eq!(c.scored(), 1.0);
+    assert!(text::validation(v).contains("no figure (scored as 1)"));
+}
+
+#[test]
 fn unmeasured_cells_leave_gaps_not_figures() {
-    let (plan, mut cells) = demo(&[(0, 1)], &[(1, 2)]);
+    let (plan, mut cells) = demo(&[(0, 0), (0, 1), (0, 2), (1, 1), (2, 2)], &[(1, 2)]);
     // The ruler "small" beside w1 was skipped: w1 has no contentiousness for it.
     let gone = plan.contentiousness[0].co[0].1.clone();
     cells.retain(|c| c.key() != gone);
@@ -387,14 +441,14 @@ fn unmeasured_cells_leave_gaps_not_figures() {
     assert_eq!(of("w2", "w1").unknown, ["small"]);
     assert_eq!(of("w1", "w2").unknown, ["small"]);
     assert!(of("w2", "w3").unknown.is_empty());
-    let matrix = text::matrix(&doc.predictions, Form::Cores);
+    let matrix = text::matrix(&doc.predictions, &doc.unpredicted, Form::Cores);
     assert_eq!(matrix.matches(" *").count(), 5, "{matrix}"); // row and column of w1
     let note = text::unknown_note(&doc.predictions, Form::Cores).unwrap();
     assert!(note.contains("without a figure of small"), "{note}");
     // w2 beside w1 without the small ruler: only the large one's feature counts.
     let x = model::features(&[1.0, truth(1).0[1]], &[1.0, truth(0).1[1]]);
     let m = doc.models[0].model.as_ref().unwrap();
-    assert!((of("w2", "w1").slowdown.value - m.predict(&x).value).abs() < 1e-12);
+    assert!((of("w2", "w1").slowdown.value - m.predict(&x).unwrap().value).abs() < 1e-12);
 }
 
 /// The cells of `pairs` in `plan` whose co-run samples are `share` as long.
@@ -463,7 +517,7 @@ fn the_text_shows_intervals_and_scores() {
         profiles.contains("sensitivity") && profiles.contains("1.500x ["),
         "{profiles}"
     );
-    let matrix = text::matrix(&doc.predictions, Form::Cores);
+    let matrix = text::matrix(&doc.predictions, &doc.unpredicted, Form::Cores);
     assert_eq!(matrix.lines().count(), 4, "{matrix}"); // header and three rows
     let rulers = text::rulers(&doc.rulers);
     assert!(

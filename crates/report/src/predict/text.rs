@@ -7,7 +7,7 @@ use smtlab_model::stats::Ratio;
 
 use super::model::Prediction;
 use super::validate::{DIRECTION_THRESHOLD, Score, Validation};
-use super::{FormModel, PairMeasure, PredictedPair, Profile, Ruler};
+use super::{FormModel, PairMeasure, PredictedPair, Profile, Ruler, Unpredicted};
 use crate::fmt::{num, pm, ratio_ci, text_table, times};
 
 fn ratio(r: Option<&Ratio>) -> String {
@@ -99,27 +99,45 @@ pub fn model(m: &FormModel) -> String {
 }
 
 /// The predicted matrix of one form: rows the measured workload, columns the partner,
-/// each entry the predicted slowdown with its 95% prediction interval.
-pub fn matrix(pairs: &[PredictedPair], form: Form) -> String {
+/// each entry the predicted slowdown with its 95% prediction interval, `no figure`
+/// where the model gives none ([`unpredicted`] says why).
+pub fn matrix(pairs: &[PredictedPair], none: &[Unpredicted], form: Form) -> String {
     let names = crate::first_seen(
         pairs
             .iter()
             .filter(|p| p.form == form)
-            .map(|p| p.a.as_str()),
+            .map(|p| p.a.as_str())
+            .chain(none.iter().filter(|u| u.form == form).map(|u| u.a.as_str())),
     );
     if names.is_empty() {
         return String::new();
     }
+    let unpredicted = |a: &str, b: &str| {
+        none.iter()
+            .any(|u| u.form == form && u.a == a && u.b == b)
+            .then(|| "no figure".to_string())
+    };
     let entry = |a: &str, b: &str| {
-        pairs
+        let found = pairs
             .iter()
-            .find(|p| p.form == form && p.a == a && p.b == b)
-            .map_or("-".into(), |p| {
+            .find(|p| p.form == form && p.a == a && p.b == b);
+        found.map_or_else(
+            || unpredicted(a, b).unwrap_or_else(|| "-".into()),
+            |p| {
                 let mark = if p.unknown.is_empty() { "" } else { " *" };
                 format!("{}{mark}", prediction(&p.slowdown))
-            })
+            },
+        )
     };
     crate::fmt::matrix_table("predicted \\ partner", &names, &names, entry)
+}
+
+/// Each pair of one form the model gives no figure for, with the reason.
+pub fn unpredicted(none: &[Unpredicted], form: Form) -> Vec<String> {
+    none.iter()
+        .filter(|u| u.form == form)
+        .map(|u| format!("{} beside {}: no figure, {}", u.a, u.b, u.why))
+        .collect()
 }
 
 /// The footnote of [`matrix`]'s `*`: the rulers some entries were predicted without.
@@ -134,11 +152,17 @@ pub fn unknown_note(pairs: &[PredictedPair], form: Form) -> Option<String> {
     })
 }
 
-/// The footnote of [`matrix`]'s `-`, where it has one: the pairs not predicted.
-pub fn missing_note(pairs: &[PredictedPair], form: Form) -> Option<String> {
-    let of_form = || pairs.iter().filter(|p| p.form == form);
-    let n = crate::first_seen(of_form().map(|p| p.a.as_str())).len();
-    (of_form().count() < n * n).then(|| {
+/// The footnote of [`matrix`]'s `-`, where it has one: the pairs neither predicted nor
+/// given no figure by the model.
+pub fn missing_note(pairs: &[PredictedPair], none: &[Unpredicted], form: Form) -> Option<String> {
+    let predicted = pairs
+        .iter()
+        .filter(|p| p.form == form)
+        .map(|p| p.a.as_str());
+    let unpredicted = none.iter().filter(|u| u.form == form).map(|u| u.a.as_str());
+    let rows: Vec<&str> = predicted.chain(unpredicted).collect();
+    let n = crate::first_seen(rows.iter().copied()).len();
+    (rows.len() < n * n).then(|| {
         "- not predicted: the partner was never measured as one (a server workload of an older run), or no ruler has figures for the pair".to_string()
     })
 }
@@ -201,7 +225,15 @@ pub fn validation(v: &Validation) -> String {
             vec![
                 format!("{} beside {}", c.a, c.b),
                 format!("{:.3}x", c.measured),
-                prediction(&c.predicted),
+                c.predicted.as_ref().map_or_else(
+                    || {
+                        format!(
+                            "no figure (scored as 1): {}",
+                            c.no_figure.map_or_else(String::new, |w| w.to_string())
+                        )
+                    },
+                    prediction,
+                ),
             ]
         })
         .collect();

@@ -1,6 +1,9 @@
 //! `smtlab predict --validate K`: the model held against pairs measured but kept out of
 //! its fit, beside two naive baselines: no interference (every slowdown 1) and the mean
-//! slowdown of the training pairs.
+//! slowdown of the held-out pairs themselves. That mean is the best one constant can do
+//! and is known only once they are measured, so it is a strict baseline; the training
+//! pairs' mean would not be a fair one, since they are chosen for the pressure they put
+//! on the rulers ([`super::training_choice`]).
 //!
 //! Each held-out pair gives A's slowdown beside B and, from the partner's side, B's
 //! beside A. The scores are the mean absolute error in points (100 x the slowdown's
@@ -11,19 +14,31 @@
 use serde::{Deserialize, Serialize};
 use smtlab_model::keys::Form;
 
-use super::model::Prediction;
+use super::model::{NoFigure, Prediction};
 use super::{FormModel, PairMeasure, Profile, ordered, pair_features};
 
 /// A slowdown above `1 + DIRECTION_THRESHOLD` is "slower".
 pub const DIRECTION_THRESHOLD: f64 = 0.05;
 
-/// One held-out ordered pair: measured and predicted.
+/// One held-out ordered pair: measured and predicted, or why the model gave no figure
+/// (then the model is scored as if it had said 1, no interference: it gains nothing by
+/// giving none).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Checked {
     pub a: String,
     pub b: String,
     pub measured: f64,
-    pub predicted: Prediction,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted: Option<Prediction>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_figure: Option<NoFigure>,
+}
+
+impl Checked {
+    /// The figure the model is scored on: its prediction, else 1.
+    pub fn scored(&self) -> f64 {
+        self.predicted.map_or(1.0, |p| p.value)
+    }
 }
 
 /// How well one predictor did.
@@ -48,7 +63,7 @@ pub struct Validation {
     pub model: Score,
     pub no_interference: Score,
     pub mean_slowdown: Score,
-    /// The slowdown the mean baseline predicts for every pair.
+    /// The slowdown the mean baseline predicts for every pair: the held-out pairs' mean.
     pub baseline_mean: f64,
 }
 
@@ -92,8 +107,10 @@ pub fn validate(
         .into_iter()
         .filter_map(|(a, b, measured)| {
             let (x, _) = pair_features(profiles, &a, &b, model.form)?;
+            let predicted = m.predict(&x);
             Some(Checked {
-                predicted: m.predict(&x),
+                no_figure: predicted.err(),
+                predicted: predicted.ok(),
                 a,
                 b,
                 measured,
@@ -103,12 +120,13 @@ pub fn validate(
     let with = |f: &dyn Fn(&Checked) -> f64| -> Vec<(f64, f64)> {
         checked.iter().map(|c| (f(c), c.measured)).collect()
     };
+    let mean = checked.iter().map(|c| c.measured).sum::<f64>() / checked.len().max(1) as f64;
     Some(Validation {
         form: model.form,
-        model: score(&with(&|c| c.predicted.value))?,
+        model: score(&with(&Checked::scored))?,
         no_interference: score(&with(&|_| 1.0))?,
-        mean_slowdown: score(&with(&|_| m.mean_slowdown))?,
-        baseline_mean: m.mean_slowdown,
+        mean_slowdown: score(&with(&|_| mean))?,
+        baseline_mean: mean,
         checked,
     })
 }

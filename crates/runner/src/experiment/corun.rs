@@ -244,7 +244,11 @@ pub fn forms(asked: &[String], pair: &CpuPair) -> Result<Forms, ExperimentError>
 /// samples in turn ([`Pace::InTurn`]). A calibrated sample beside a partner that gives
 /// its own reference lasts about two target lengths. A cell whose cost cannot be told
 /// counts nothing.
-pub fn plan_time(plan: &CorunPlan, topo: &Topology, cfg: &RunConfig) -> (u64, u64) {
+pub fn plan_time<'a>(
+    plan: impl IntoIterator<Item = &'a Vec<CorunCell>>,
+    topo: &Topology,
+    cfg: &RunConfig,
+) -> (u64, u64) {
     let doubled = RunConfig {
         target_sample_ns: cfg.target_sample_ns.saturating_mul(2),
         ..cfg.clone()

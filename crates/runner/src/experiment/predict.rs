@@ -14,10 +14,13 @@
 //!
 //! Every pair is a co-run group ([`corun::pair_group`]): A alone and A beside B in each
 //! form, interleaved. The plan holds each workload beside each ruler (its
-//! sensitivity), each ruler beside each workload (its contentiousness), then a few
-//! workload pairs to fit the model on and, with `--validate K`, K held-out pairs to
-//! check it against. A pair whose cells another role already planned (a ruler that is
-//! also a workload) is measured once.
+//! sensitivity), each ruler beside each workload (its contentiousness), with
+//! `--validate K` K held-out pairs to check the model against, then a few workload pairs
+//! to fit it on. The held-out pairs are drawn by the seed; the training pairs are
+//! chosen among the rest ([`PredictPlan::candidates`]) once the profiles are measured,
+//! where their features tell which pairs inform the model most; until then the seed's
+//! first ones stand in for them in the cost. A pair whose cells another role already
+//! planned (a ruler that is also a workload) is measured once.
 
 use std::collections::BTreeSet;
 
@@ -185,11 +188,46 @@ pub struct Cost {
     pub matrix_cells: usize,
 }
 
-/// A planned `predict` run: the groups to measure, the keys of each role, the cost.
+/// A workload pair that may be fitted on: its keys and its group, `None` where another
+/// role measures its cells.
+pub struct Candidate {
+    pub keys: PairKeys,
+    pub group: Option<Vec<corun::CorunCell>>,
+}
+
+/// A planned `predict` run: the groups to measure first (profiles, held-out pairs), the
+/// keys of each role, the pairs the training pairs are chosen among, the cost.
 pub struct PredictPlan {
     pub groups: CorunPlan,
+    /// The keys of each role; `training` holds the stand-in until [`Self::train_on`].
     pub keys: PlanKeys,
+    /// Every workload pair not held out, in the seed's order.
+    pub candidates: Vec<Candidate>,
+    /// How many of them to fit on; the first `train` stand in for them in the cost.
+    pub train: usize,
     pub cost: Cost,
+}
+
+impl PredictPlan {
+    /// The groups measured first, then those of the seed's first `train` candidates:
+    /// what the cost counts.
+    pub fn counted(&self) -> impl Iterator<Item = &Vec<corun::CorunCell>> + Clone {
+        let stand_in = self.candidates[..self.train].iter();
+        self.groups.iter().chain(stand_in.flat_map(|c| &c.group))
+    }
+
+    /// Fits on the candidates `chosen` (indices): their keys become the training
+    /// pairs; returns the groups left to measure (taken from the candidates).
+    pub fn train_on(&mut self, chosen: &[usize]) -> CorunPlan {
+        self.keys.training = chosen
+            .iter()
+            .map(|&i| self.candidates[i].keys.clone())
+            .collect();
+        chosen
+            .iter()
+            .filter_map(|&i| self.candidates[i].group.take())
+            .collect()
+    }
 }
 
 /// Adds pair groups to a plan, each pair's cells once.
@@ -238,17 +276,26 @@ impl Builder<'_> {
 /// Workload pairs by their indices.
 type Pairs = Vec<(usize, usize)>;
 
+/// The pairs a [`Choice`] makes: the ones that may be fitted on (in the seed's order),
+/// how many to fit on, and the held-out ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Chosen {
+    candidates: Pairs,
+    train: usize,
+    held_out: Pairs,
+}
+
 /// The unordered workload pairs (a workload with itself included; none of two server
 /// workloads, `server` says which are) in an order the seed shuffles: the first
-/// `validate` of those `may_hold_out` allows are held out, the next `train` of the rest
-/// fitted on. `rulers_among` names the workloads that are rulers themselves, for the
-/// error when too few pairs may be held out.
+/// `validate` of those `may_hold_out` allows are held out, and `train` of the rest are
+/// to be fitted on. `rulers_among` names the workloads that are rulers themselves, for
+/// the error when too few pairs may be held out.
 fn choose(
     server: &[bool],
     choice: Choice,
     may_hold_out: impl Fn(usize, usize) -> bool,
     rulers_among: &[String],
-) -> Result<(Pairs, Pairs), ExperimentError> {
+) -> Result<Chosen, ExperimentError> {
     let n = server.len();
     let mut all: Pairs = (0..n)
         .flat_map(|i| (i..n).map(move |j| (i, j)))
@@ -301,7 +348,11 @@ fn choose(
         }
         Some(t) => t,
     };
-    Ok((rest[..train].to_vec(), held_out))
+    Ok(Chosen {
+        candidates: rest,
+        train,
+        held_out,
+    })
 }
 
 /// Where the client side of a server workload runs in every cell of a plan: on the
@@ -355,7 +406,7 @@ pub fn plan(
         .map(|(w, _)| w.name())
         .collect();
     let server: Vec<bool> = workloads.iter().map(Workload::is_server).collect();
-    let (training, held_out) = choose(
+    let chosen = choose(
         &server,
         choice,
         |i, j| !ruler_like[i] && !ruler_like[j],
@@ -390,37 +441,53 @@ pub fn plan(
             }
         }
     }
-    let mut pairs = |list: &[(usize, usize)]| -> Vec<PairKeys> {
-        list.iter()
-            .map(|&(i, j)| if server[j] { (j, i) } else { (i, j) })
-            .map(|(i, j)| {
-                b.add(
-                    (&names[i], &workloads[i]),
-                    (&names[j], &workloads[j]),
-                    &names[j],
-                    None,
-                )
-            })
-            .collect()
+    // A workload pair's cells: a server workload is the one measured beside the other.
+    let pair = |b: &mut Builder<'_>, (i, j): (usize, usize)| {
+        let (i, j) = if server[j] { (j, i) } else { (i, j) };
+        let (a, p) = (
+            (names[i].as_str(), &workloads[i]),
+            (names[j].as_str(), &workloads[j]),
+        );
+        let before = b.groups.len();
+        let keys = b.add(a, p, &names[j], None);
+        (keys, before)
     };
-    keys.training = pairs(&training);
-    keys.held_out = pairs(&held_out);
+    keys.held_out = chosen
+        .held_out
+        .iter()
+        .map(|&ij| pair(&mut b, ij).0)
+        .collect();
+    let shared = b.shared;
+    let candidates: Vec<Candidate> = chosen
+        .candidates
+        .iter()
+        .map(|&ij| {
+            let (keys, before) = pair(&mut b, ij);
+            let group = (b.groups.len() > before).then(|| b.groups.pop()).flatten();
+            Candidate { keys, group }
+        })
+        .collect();
     let per_pair = 1 + forms.len();
+    let stand_in = &candidates[..chosen.train];
+    keys.training = stand_in.iter().map(|c| c.keys.clone()).collect();
+    let stand_in_cells: usize = stand_in.iter().flat_map(|c| &c.group).map(Vec::len).sum();
     let cost = Cost {
         workloads: workloads.len(),
         rulers: rulers.len(),
         cells_per_pair: per_pair,
         profile_pairs: keys.sensitivity.len() + keys.contentiousness.len(),
         partner_only: rulers.iter().filter(|r| r.partners.is_some()).count(),
-        training_pairs: keys.training.len(),
+        training_pairs: chosen.train,
         held_out_pairs: keys.held_out.len(),
-        shared_pairs: b.shared,
-        cells: b.groups.iter().map(Vec::len).sum(),
+        shared_pairs: shared + stand_in.iter().filter(|c| c.group.is_none()).count(),
+        cells: b.groups.iter().map(Vec::len).sum::<usize>() + stand_in_cells,
         matrix_cells: workloads.len() * workloads.len() * per_pair,
     };
     Ok(PredictPlan {
         groups: b.groups,
         keys,
+        candidates,
+        train: chosen.train,
         cost,
     })
 }

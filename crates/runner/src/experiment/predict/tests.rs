@@ -100,9 +100,9 @@ fn the_plan_costs_n_by_r_twice_plus_the_chosen_pairs() {
     assert_eq!(c.shared_pairs, 0);
     assert_eq!(c.cells, (12 + 2 + 3) * 3);
     assert_eq!(c.matrix_cells, 27);
-    assert_eq!(p.groups.len(), 17);
+    assert_eq!(p.counted().count(), 17);
     // Each cell planned once; the ruler is named apart from workloads as a partner.
-    let keys: BTreeSet<&CellKey> = p.groups.iter().flatten().map(|c| &c.key).collect();
+    let keys: BTreeSet<&CellKey> = p.counted().flatten().map(|c| &c.key).collect();
     assert_eq!(keys.len(), c.cells);
     let s = &p.keys.sensitivity[1];
     assert_eq!((s.a.as_str(), s.b.as_str()), ("mem-read", "llc"));
@@ -138,14 +138,65 @@ fn a_ruler_that_is_also_a_workload_is_measured_once() {
     // int-ops as a ruler beside the workload int-ops has the same cells as the
     // workload pair (int-ops, int-ops); so has fp-ops's contentiousness pair.
     assert!(p.cost.shared_pairs >= 1, "{:?}", p.cost);
-    assert_eq!(p.cost.cells, p.groups.len() * 3);
-    let keys: BTreeSet<&CellKey> = p.groups.iter().flatten().map(|c| &c.key).collect();
+    assert_eq!(p.cost.cells, p.counted().count() * 3);
+    let keys: BTreeSet<&CellKey> = p.counted().flatten().map(|c| &c.key).collect();
     assert_eq!(keys.len(), p.cost.cells);
+}
+
+#[test]
+fn the_training_pairs_are_taken_from_the_candidates_once_chosen() {
+    let t = topo();
+    let (pair, forms) = two_forms(&t);
+    let ws = [
+        workload("int-ops"),
+        workload("fp-ops"),
+        workload("mem-read"),
+    ];
+    let (rs, _) = rulers_on(&["int"], &t).unwrap();
+    let choice = Choice {
+        train: Some(2),
+        validate: 1,
+        seed: 3,
+    };
+    let mut p = plan(&ws, &rs, &forms, &pair, &t, choice).unwrap();
+    // Six pairs, one held out: five candidates, none of them held out.
+    assert_eq!((p.candidates.len(), p.train), (5, 2));
+    let held = (&p.keys.held_out[0].a, &p.keys.held_out[0].b);
+    assert!(p.candidates.iter().all(|c| (&c.keys.a, &c.keys.b) != held));
+    // No candidate's cells are among those measured first.
+    let first: BTreeSet<CellKey> = p.groups.iter().flatten().map(|c| c.key.clone()).collect();
+    for c in p.candidates.iter().filter_map(|c| c.group.as_ref()) {
+        assert!(c.iter().all(|cell| !first.contains(&cell.key)));
+    }
+    // A pair with int-ops (the int ruler) is measured by the profiles: no group.
+    let free = p
+        .candidates
+        .iter()
+        .position(|c| c.keys.a == "int-ops" || c.keys.b == "int-ops")
+        .unwrap();
+    assert!(p.candidates[free].group.is_none());
+    let paid = p.candidates.iter().position(|c| c.group.is_some()).unwrap();
+    let groups = p.train_on(&[free, paid]);
+    assert_eq!(groups.len(), 1);
+    assert_eq!(groups[0].len(), 3);
+    let names: Vec<(&str, &str)> = p
+        .keys
+        .training
+        .iter()
+        .map(|k| (k.a.as_str(), k.b.as_str()))
+        .collect();
+    let want = [free, paid].map(|i| {
+        (
+            p.candidates[i].keys.a.as_str(),
+            p.candidates[i].keys.b.as_str(),
+        )
+    });
+    assert_eq!(names, want);
 }
 
 /// The placements of the co-run cells of `k` in `p`, by form.
 fn placements(p: &PredictPlan, k: &PairKeys) -> Vec<(Form, Vec<u32>)> {
-    let cells = p.groups.iter().flatten();
+    let cells = p.counted().flatten();
     let of = |key: &CellKey| cells.clone().find(|c| c.key == *key).unwrap();
     k.co.iter()
         .map(|(form, key)| (*form, of(key).placement.cpus.clone()))
@@ -191,7 +242,7 @@ fn dram_wide_streams_from_every_cpu_outside_the_measured_core_as_the_partner_onl
         (6, 1, 1)
     );
     assert_eq!(c.cells, 7 * 3);
-    let keys: BTreeSet<&CellKey> = p.groups.iter().flatten().map(|c| &c.key).collect();
+    let keys: BTreeSet<&CellKey> = p.counted().flatten().map(|c| &c.key).collect();
     assert_eq!(keys.len(), c.cells, "no key of dram-wide is one of dram's");
     // The measured CPU first, then the partner's: the sibling and every CPU of the
     // other cores, or those CPUs only.
@@ -214,7 +265,7 @@ fn dram_wide_streams_from_every_cpu_outside_the_measured_core_as_the_partner_onl
         [(Form::Sibling, vec![0, 4]), (Form::Cores, vec![0, 1])]
     );
     let partner = |k: &CellKey| {
-        let cell = p.groups.iter().flatten().find(|c| c.key == *k).unwrap();
+        let cell = p.counted().flatten().find(|c| c.key == *k).unwrap();
         let spec = cell.corun.partner.as_ref().unwrap();
         param_map(&spec.params).get("threads").cloned()
     };
@@ -257,7 +308,7 @@ fn dram_wide_is_left_out_by_default_where_its_partner_is_one_cpu() {
     assert_eq!(p.keys.contentiousness.len(), 1);
     // int-ops: 2 beside rulers, 1 dram beside it, 1 training pair; 2 cells each.
     assert_eq!(p.cost.cells, 4 * 2);
-    let keys: BTreeSet<&CellKey> = p.groups.iter().flatten().map(|c| &c.key).collect();
+    let keys: BTreeSet<&CellKey> = p.counted().flatten().map(|c| &c.key).collect();
     assert_eq!(keys.len(), p.cost.cells);
 }
 
@@ -297,7 +348,7 @@ fn a_server_workload_is_a_ruler_s_partner_but_never_paired_with_another_server()
     }
     let is_server =
         |name: Option<&str>| name.is_some_and(|n| ["web-static", "tbench"].contains(&n));
-    for c in p.groups.iter().flatten() {
+    for c in p.counted().flatten() {
         let a = is_server(Some(&c.key.benchmark));
         let partner = is_server(
             c.corun
@@ -382,14 +433,19 @@ fn a_wide_ruler_keeps_off_a_server_s_client_cpus() {
     }
 }
 
+/// The stand-in training pairs and the held-out ones of `n` workloads.
+fn choose_n(n: usize, c: Choice) -> Result<(Pairs, Pairs), ExperimentError> {
+    let chosen = choose(&vec![false; n], c, |_, _| true, &[])?;
+    Ok((chosen.candidates[..chosen.train].to_vec(), chosen.held_out))
+}
 fn choose4(c: Choice) -> Result<(Pairs, Pairs), ExperimentError> {
-    choose(&[false; 4], c, |_, _| true, &[])
+    choose_n(4, c)
 }
 fn choose2(c: Choice) -> Result<(Pairs, Pairs), ExperimentError> {
-    choose(&[false; 2], c, |_, _| true, &[])
+    choose_n(2, c)
 }
 fn choose1(c: Choice) -> Result<(Pairs, Pairs), ExperimentError> {
-    choose(&[false], c, |_, _| true, &[])
+    choose_n(1, c)
 }
 
 #[test]
@@ -480,7 +536,7 @@ fn a_plans_time_holds_a_ruler_beside_a_server_to_the_servers_samples() {
         };
         let mate = workload("mem-read");
         let p = plan(&[w, mate], &rs, &forms, &pair, &t, choice).unwrap();
-        corun::plan_time(&p.groups, &t, &cfg)
+        corun::plan_time(p.counted(), &t, &cfg)
     };
     let (likely, most) = time(workload("fp-ops"));
     assert!(0 < likely && likely <= most, "{likely} {most}");
