@@ -149,6 +149,21 @@ impl CellKey {
     }
 }
 
+/// Those of `params` (flat: parameters and conditions) whose values tell them apart from
+/// `others`, the flat parameters of the other cells or groups of the same benchmark
+/// (`clients=20`): a name with every parameter would bury it under the values all of
+/// them share.
+pub fn telling_params(
+    params: &BTreeMap<String, String>,
+    others: &[BTreeMap<String, String>],
+) -> BTreeMap<String, String> {
+    params
+        .iter()
+        .filter(|(k, v)| others.iter().any(|o| o.get(*k) != Some(*v)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 /// Serde for a type with `params` and `conditions`: the derived code (`remote =
 /// "Self"`), and results written before conditions were typed, which carry them inside
 /// `params`, read back typed ([`Conditions::take_from`]).

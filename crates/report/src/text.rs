@@ -144,14 +144,13 @@ pub(crate) fn subject(
     params: &BTreeMap<String, String>,
     cells: &[CellRecord],
 ) -> String {
-    let differing: Vec<String> = params
+    let others: Vec<BTreeMap<String, String>> = cells
         .iter()
-        .filter(|(k, v)| {
-            cells
-                .iter()
-                .filter(|o| o.benchmark == cell.benchmark)
-                .any(|o| o.flat_params().get(*k) != Some(*v))
-        })
+        .filter(|o| o.benchmark == cell.benchmark)
+        .map(CellRecord::flat_params)
+        .collect();
+    let differing: Vec<String> = smtlab_model::run::telling_params(params, &others)
+        .iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
     if differing.is_empty() {

@@ -106,16 +106,13 @@ impl TimeSpent {
     /// The parameters that tell `g` apart from the other groups of its benchmark
     /// (`clients=20`): all of them would bury the name under values every group shares.
     pub fn telling_params(&self, g: &GroupSpent) -> BTreeMap<String, String> {
-        let flat = g.key.flat_params();
         let others: Vec<BTreeMap<String, String>> = self
             .groups
             .iter()
             .filter(|o| o.key.benchmark == g.key.benchmark)
             .map(|o| o.key.flat_params())
             .collect();
-        flat.into_iter()
-            .filter(|(k, v)| others.iter().any(|o| o.get(k) != Some(v)))
-            .collect()
+        smtlab_model::run::telling_params(&g.key.flat_params(), &others)
     }
 }
 

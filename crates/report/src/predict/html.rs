@@ -104,7 +104,7 @@ pub fn section(doc: &ProfileDoc, measured: &[Entry]) -> String {
                             Some(svg) => (PreEscaped(svg)),
                             None => p class="muted" { "No model in this form." },
                         }
-                        figcaption { "predicted (-: not predicted: the partner was never measured as one, or no ruler has figures for the pair)" }
+                        figcaption { "predicted (-: not predicted: the partner was never measured as one, no ruler has figures for the pair, or the model gives no figure, below)" }
                     }
                     figure {
                         @if let Some(svg) = meas { (PreEscaped(svg)) }
@@ -112,6 +112,10 @@ pub fn section(doc: &ProfileDoc, measured: &[Entry]) -> String {
                     }
                 }
                 @if let Some(m) = model { p class="sub" { (m) } }
+                @let none = text::unpredicted(&doc.unpredicted, *form);
+                @if !none.is_empty() {
+                    ul class="notes" { @for l in none { li { (l) } } }
+                }
             }
             h3 { "Rulers" }
             div class="scroll" { pre { (text::rulers(&doc.rulers)) } }

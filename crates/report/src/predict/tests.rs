@@ -419,6 +419,12 @@ fn pairs_beyond_the_training_pairs_get_no_figure_and_say_why() {
     assert!(c.no_figure.is_some());
     assert_eq!(c.scored(), 1.0);
     assert!(text::validation(v).contains("no figure (scored as 1)"));
+    // The page says it under the form's matrices.
+    let page = html::section(&doc, &[]);
+    assert!(
+        page.contains("<li>w2 beside w2: no figure, beyond"),
+        "{page}"
+    );
 }
 
 #[test]
