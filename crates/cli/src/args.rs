@@ -862,7 +862,8 @@ pub struct CommonArgs {
     /// Parameters for the catalog workloads that declare them, k=v (repeatable).
     #[arg(long = "param", value_name = "K=V")]
     pub params: Vec<String>,
-    /// Where partners run: sibling, cores, or both (default). Without SMT only cores.
+    /// Where partners run, comma-separated: sibling, cores (default: both, `sibling,cores`).
+    /// Without SMT only cores.
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub forms: Vec<String>,
     /// Fewer samples and a shorter budget per cell.
