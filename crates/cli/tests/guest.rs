@@ -12,8 +12,10 @@
 //! --nfsd`: nfsd's modules and nfs-kernel-server's programs from this machine), runs
 //! `nfs-sfs` on the kernel's nfsd on 1c1t and 1c2t, its threads pinned to the core, over
 //! UDP and with the peak search, and leaves no nfsd thread, daemon or mount behind, also
-//! after kill -9. Every SMT guest boots the kernel `scripts/smt-vm.sh` builds with core
-//! scheduling (`--kernel sched-core`); the uniprocessor guest its build without SMP.
+//! after kill -9. The 2s2c2t guest also runs `predict` in both forms (profiles, models,
+//! validation, every cell on the CPUs of its form). Every SMT guest boots the kernel
+//! `scripts/smt-vm.sh` builds with core scheduling (`--kernel sched-core`); the
+//! uniprocessor guest its build without SMP.
 //!
 //! Skipped, with the reason printed, where QEMU, busybox, cpio or the guest kernels
 //! (`scripts/smt-vm.sh [--kernel up] --fetch-kernel`) are missing, unless `SMTLAB_GUEST_TESTS=require`
@@ -146,6 +148,7 @@ fn run(g: &Guest) -> Result<BTreeMap<String, String>, String> {
     }
     match check_topology(g, &sections)
         .and_then(|()| check_corun(&sections))
+        .and_then(|()| check_predict(&sections))
         .and_then(|()| check_nfs(&sections))
         .and_then(|()| check_security(&sections))
         .and_then(|()| check_up_web(&sections))
@@ -271,22 +274,8 @@ fn check_corun(s: &BTreeMap<String, String>) -> Result<(), String> {
     let cells = run["cells"].as_array().ok_or("corun: no cells")?;
     let mut forms = Vec::new();
     for c in cells {
-        let form = c["conditions"]["form"].as_str().unwrap_or("?");
+        let form = corun_form(c, &siblings).map_err(|e| format!("corun: {e}"))?;
         forms.push(form.to_string());
-        let cpus: Vec<u64> = c["placement"]["cpus"]
-            .as_array()
-            .map(|a| a.iter().filter_map(Value::as_u64).collect())
-            .unwrap_or_default();
-        let same_core = |a: u64, b: u64| siblings.get(&a).is_some_and(|l| l.contains(&b));
-        let ok = match (form, cpus.as_slice()) {
-            ("alone", [_]) => true,
-            ("sibling", [a, b]) => a != b && same_core(*a, *b),
-            ("cores", [a, b]) => !same_core(*a, *b),
-            _ => false,
-        };
-        if !ok {
-            return Err(format!("corun: {form} cell on CPUs {cpus:?}"));
-        }
         // Every co-run sample reports its partner (the partner is inside a sample of
         // its own before the measured one starts); how many partner samples fit inside
         // is a matter of timing, which means nothing under emulation.
@@ -305,6 +294,70 @@ fn check_corun(s: &BTreeMap<String, String>) -> Result<(), String> {
     forms.sort();
     if forms != ["alone", "cores", "sibling"] {
         return Err(format!("corun: cells {forms:?}"));
+    }
+    Ok(())
+}
+
+/// A co-run cell's form, checked against the CPUs it ran on: `alone` on one CPU,
+/// `sibling` on two CPUs of one kernel core, `cores` on two cores.
+fn corun_form<'a>(c: &'a Value, siblings: &BTreeMap<u64, Vec<u64>>) -> Result<&'a str, String> {
+    let form = c["conditions"]["form"].as_str().unwrap_or("?");
+    let cpus = numbers(&c["placement"]["cpus"]);
+    let same_core = |a: u64, b: u64| siblings.get(&a).is_some_and(|l| l.contains(&b));
+    let ok = match (form, cpus.as_slice()) {
+        ("alone", [_]) => true,
+        ("sibling", [a, b]) => a != b && same_core(*a, *b),
+        ("cores", [a, b]) => !same_core(*a, *b),
+        _ => false,
+    };
+    match ok {
+        true => Ok(form),
+        false => Err(format!("{form} cell on CPUs {cpus:?}")),
+    }
+}
+
+/// The `predict` and `predict-run` sections (when the guest ran them): the profile
+/// document in both forms, each with a model or the reason it has none, validated where
+/// fitted and nothing held back; every pair stored (11 pairs of 3 cells: 8 profile, 2
+/// training, 1 held out), each cell on the CPUs of its form.
+fn check_predict(s: &BTreeMap<String, String>) -> Result<(), String> {
+    let (Some(doc), Some(run)) = (s.get("predict"), s.get("predict-run")) else {
+        return Ok(());
+    };
+    let doc: Value = serde_json::from_str(doc).map_err(|e| format!("predict --json: {e}"))?;
+    let run: Value =
+        serde_json::from_str(run).map_err(|e| format!("predict report --json: {e}"))?;
+    if doc["forms"] != serde_json::json!(["sibling", "cores"]) {
+        return Err(format!("predict: forms {}", doc["forms"]));
+    }
+    let models = doc["models"].as_array().ok_or("predict: no models")?;
+    let fitted = models.iter().filter(|m| !m["model"].is_null()).count();
+    let explained = models
+        .iter()
+        .filter(|m| m["not_fitted"].is_string())
+        .count();
+    if models.len() != 2 || fitted + explained != 2 {
+        return Err(format!("predict: models {}", doc["models"]));
+    }
+    let validated = doc["validation"].as_array().map_or(0, Vec::len);
+    let held_back = doc["held_back"].as_array().is_some_and(|h| !h.is_empty());
+    if validated > fitted || (validated < fitted && !held_back) {
+        return Err(format!(
+            "predict: {validated} validations of {fitted} models"
+        ));
+    }
+    let siblings = siblings(s)?;
+    let cells = run["cells"].as_array().ok_or("predict: no cells")?;
+    let mut forms = cells
+        .iter()
+        .map(|c| corun_form(c, &siblings))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("predict: {e}"))?;
+    let stored = cells.len() + run["skipped"].as_array().map_or(0, Vec::len);
+    forms.sort();
+    forms.dedup();
+    if stored != 33 || forms != ["alone", "cores", "sibling"] {
+        return Err(format!("predict: {stored} cells stored, forms {forms:?}"));
     }
     Ok(())
 }

@@ -125,6 +125,24 @@ finish() {
   [ "$fails" = 0 ]
 }
 
+# predict in both forms on a kernel with SMT siblings: two workloads that are no ruler,
+# profiled against two rulers, two training pairs and one held out; the host checks the
+# document (both forms, a model or the reason for none per form) and the CPUs of every
+# stored cell against the kernel's sibling lists.
+predict_checks() {
+  if smtlab predict --quick stat aim-add-int --rulers int,syscall --train 2 --validate 1 \
+    --json --db /tmp/pr.db >/tmp/pr.json 2>/tmp/pr.err; then
+    ok "predict: profiles, model and validation in both forms"
+    section predict
+    cat /tmp/pr.json
+    section predict-run
+    smtlab report latest --json --db /tmp/pr.db || fail "report of the predict run exited with $?"
+    section checks
+  else
+    fail "predict exited with $?"; tail -n 5 /tmp/pr.err
+  fi
+}
+
 # Co-runs on real siblings: corun's sibling and two-core forms (the host checks the CPUs
 # of every cell against the kernel's sibling lists), penalty's sibling form, and util's
 # curve with SMT off and on (the state put back afterwards).
