@@ -1762,6 +1762,7 @@ mod exec {
 
     #[test]
     fn the_commands_children_die_with_smtlab_whatever_kills_it() {
+        smtlab_fixtures::signals::deliverable();
         let bin = assert_cmd::cargo::cargo_bin("smtlab");
         for signal in [libc::SIGKILL, libc::SIGTERM, libc::SIGINT] {
             let dir = tempfile::tempdir().unwrap();
@@ -2106,6 +2107,7 @@ mod store {
 
     #[test]
     fn sigterm_sighup_and_sigquit_interrupt_a_run_like_ctrl_c_with_their_own_exit_codes() {
+        smtlab_fixtures::signals::deliverable();
         for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
             let dir = tempfile::tempdir().unwrap();
             let db = dir.path().join("r.db");

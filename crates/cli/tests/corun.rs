@@ -477,6 +477,7 @@ fn util_bad_input_is_a_one_line_error() {
 /// `run`: exit 130, the run stored as interrupted with the cells measured before it.
 #[test]
 fn corun_saves_per_cell_and_a_signal_leaves_an_interrupted_run() {
+    smtlab_fixtures::signals::deliverable();
     use std::time::{Duration, Instant};
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("r.db");

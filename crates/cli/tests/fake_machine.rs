@@ -584,6 +584,7 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
 
 #[test]
 fn a_stop_mid_run_with_smt_off_restores_the_fake_tree() {
+    smtlab_fixtures::signals::deliverable();
     let f = Fake::new();
     let child = f
         .smtlab()

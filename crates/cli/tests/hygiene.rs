@@ -25,6 +25,7 @@ fn scratch_in(dir: &Path, prefix: &str) -> Vec<String> {
 
 #[test]
 fn a_bench_stopped_by_a_signal_exits_like_run_and_blames_nothing() {
+    smtlab_fixtures::signals::deliverable();
     for (sig, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
         let tmp = tempfile::tempdir().unwrap();
         let child = smtlab()

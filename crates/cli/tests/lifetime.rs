@@ -273,6 +273,7 @@ fn kill_9_during_a_daemonizing_server_cell_leaves_no_process() {
 
 #[test]
 fn every_signal_run_handles_ends_bench_with_its_server_and_scratch_gone() {
+    smtlab_fixtures::signals::deliverable();
     if !require("nginx", &["/usr/sbin/nginx"]) || !require("apache2", &["/usr/sbin/apache2"]) {
         return;
     }

@@ -111,6 +111,7 @@ fn a_command_runs_with_smt_switched_and_the_state_comes_back() {
 
 /// Starts `smt off --hold 60` on a tree and waits until it switched.
 fn holding(dir: &Path) -> std::process::Child {
+    smtlab_fixtures::signals::deliverable();
     let child = smtlab()
         .args(["smt", "off", "--hold", "60", "--sysfs"])
         .arg(dir)
