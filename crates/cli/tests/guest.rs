@@ -318,7 +318,7 @@ fn corun_form<'a>(c: &'a Value, siblings: &BTreeMap<u64, Vec<u64>>) -> Result<&'
 
 /// The `predict` and `predict-run` sections (when the guest ran them): the profile
 /// document in both forms, each with a model or the reason it has none, validated where
-/// fitted and nothing held back; every pair stored (11 pairs of 3 cells: 8 profile, 2
+/// fitted (fewer validations only where pairs were held back); every pair stored (11 pairs of 3 cells: 8 profile, 2
 /// training, 1 held out), each cell on the CPUs of its form.
 fn check_predict(s: &BTreeMap<String, String>) -> Result<(), String> {
     let (Some(doc), Some(run)) = (s.get("predict"), s.get("predict-run")) else {
